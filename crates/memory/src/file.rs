@@ -1,0 +1,351 @@
+//! The memory file and its frame allocator.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+use rustix::fs::{FallocateFlags, MemfdFlags, fallocate, ftruncate, memfd_create};
+use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
+
+use crate::refcount::RefTable;
+use crate::{Frame, MemoryError, PAGE_SIZE, frame_runs};
+
+/// Freed frames are punched out of the file in batches of at least this many,
+/// so a burst of frees costs a few host calls rather than one per frame.
+const RECLAIM_BATCH: usize = 256;
+
+/// Counters describing the memory file, for `--profile` and leak checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Frames currently allocated.
+    pub frames_in_use: u64,
+    /// Most frames allocated at once.
+    pub frames_peak: u64,
+    /// Frames ever handed out from the top of the file (the high-water mark).
+    pub frames_high_water: u64,
+    /// Allocations served in total.
+    pub allocations: u64,
+    /// Host `fallocate(PUNCH_HOLE)` calls made to return freed frames.
+    pub punch_calls: u64,
+}
+
+struct AllocState {
+    /// Frames `[0, next)` have been handed out at some point.
+    next: u64,
+    /// Punched (hence zero) frames ready for reuse, highest first so that
+    /// `pop` hands out the lowest and allocations stay clustered.
+    free: Vec<u64>,
+    /// Freed frames whose contents are still in the file.
+    pending: Vec<Frame>,
+    stats: MemoryStats,
+}
+
+/// One memfd holding every frame of the sandbox's memory.
+pub struct MemoryFile {
+    fd: OwnedFd,
+    base: NonNull<u8>,
+    capacity_frames: u64,
+    refs: RefTable,
+    state: Mutex<AllocState>,
+}
+
+// SAFETY: the mapping is shared by design: frames are handed to one owner at a
+// time by the allocator, and concurrent access to app memory is the app's own
+// data race, exactly as on a real machine. Internal state is behind a Mutex.
+unsafe impl Send for MemoryFile {}
+// SAFETY: as above.
+unsafe impl Sync for MemoryFile {}
+
+impl MemoryFile {
+    /// Creates a memory file able to hold `capacity` bytes (rounded down to
+    /// whole frames). Nothing is backed until used.
+    pub fn new(capacity: u64) -> Result<Self, MemoryError> {
+        let capacity_frames = capacity / PAGE_SIZE;
+        let fd = memfd_create("cordon-memory", MemfdFlags::CLOEXEC)?;
+        ftruncate(&fd, capacity_frames * PAGE_SIZE)?;
+        // SAFETY: a new shared mapping of our own memfd; unmapped in Drop and
+        // never handed out beyond the lifetime of self.
+        let base = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                (capacity_frames * PAGE_SIZE) as usize,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::NORESERVE,
+                &fd,
+                0,
+            )?
+        };
+        Ok(MemoryFile {
+            fd,
+            base: NonNull::new(base.cast()).expect("mmap returned null"),
+            capacity_frames,
+            refs: RefTable::new(capacity_frames as usize)?,
+            state: Mutex::new(AllocState {
+                next: 0,
+                free: Vec::new(),
+                pending: Vec::new(),
+                stats: MemoryStats::default(),
+            }),
+        })
+    }
+
+    /// The memfd, for platforms that map it themselves.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Capacity in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.capacity_frames * PAGE_SIZE
+    }
+
+    /// Allocates one zero-filled frame with a reference count of one.
+    pub fn allocate(&self) -> Result<Frame, MemoryError> {
+        let mut st = self.state.lock().unwrap();
+        self.allocate_locked(&mut st)
+    }
+
+    /// Allocates `n` zero-filled frames, appending them to `out`. Frames from
+    /// the top of the file come out consecutive, which keeps later host calls
+    /// on them to a few runs. On failure nothing is allocated.
+    pub fn allocate_many(&self, n: usize, out: &mut Vec<Frame>) -> Result<(), MemoryError> {
+        let mut st = self.state.lock().unwrap();
+        let start = out.len();
+        for _ in 0..n {
+            match self.allocate_locked(&mut st) {
+                Ok(f) => out.push(f),
+                Err(e) => {
+                    for f in out.drain(start..) {
+                        self.refs.set(f.number(), 0);
+                        st.free.push(f.number());
+                        st.stats.frames_in_use -= 1;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn allocate_locked(&self, st: &mut AllocState) -> Result<Frame, MemoryError> {
+        if st.free.is_empty() && st.next == self.capacity_frames && !st.pending.is_empty() {
+            self.reclaim_locked(st);
+        }
+        let n = match st.free.pop() {
+            Some(n) => n,
+            None if st.next < self.capacity_frames => {
+                st.next += 1;
+                st.stats.frames_high_water = st.next;
+                st.next - 1
+            }
+            None => return Err(MemoryError::Exhausted { capacity: self.capacity() }),
+        };
+        self.refs.set(n, 1);
+        st.stats.allocations += 1;
+        st.stats.frames_in_use += 1;
+        st.stats.frames_peak = st.stats.frames_peak.max(st.stats.frames_in_use);
+        Ok(Frame::from_number(n))
+    }
+
+    /// Takes another reference on an allocated frame.
+    pub fn inc_ref(&self, f: Frame) {
+        self.refs.inc(f.number());
+    }
+
+    /// Drops a reference; the frame is freed when the last one goes. Freed
+    /// frames keep their contents until [`reclaim`](Self::reclaim) punches
+    /// them out, and are not reused before that.
+    pub fn dec_ref(&self, f: Frame) {
+        if self.refs.dec(f.number()) == 0 {
+            let mut st = self.state.lock().unwrap();
+            st.stats.frames_in_use -= 1;
+            st.pending.push(f);
+            if st.pending.len() >= RECLAIM_BATCH {
+                self.reclaim_locked(&mut st);
+            }
+        }
+    }
+
+    /// Current reference count of a frame (zero if free).
+    pub fn ref_count(&self, f: Frame) -> u32 {
+        self.refs.get(f.number())
+    }
+
+    /// Punches every freed frame out of the file now, returning its memory
+    /// to the host and making it read as zero.
+    pub fn reclaim(&self) {
+        let mut st = self.state.lock().unwrap();
+        if !st.pending.is_empty() {
+            self.reclaim_locked(&mut st);
+        }
+    }
+
+    fn reclaim_locked(&self, st: &mut AllocState) {
+        let mut pending = std::mem::take(&mut st.pending);
+        pending.sort_unstable();
+        for (first, n) in frame_runs(&pending) {
+            // A failed punch only costs host memory: the frame is reused after
+            // being zeroed by hand below.
+            if fallocate(
+                &self.fd,
+                FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+                first.offset(),
+                n * PAGE_SIZE,
+            )
+            .is_err()
+            {
+                for i in 0..n {
+                    self.zero(Frame::from_number(first.number() + i));
+                }
+            }
+            st.stats.punch_calls += 1;
+        }
+        st.free.extend(pending.iter().map(|f| f.number()));
+        st.free.sort_unstable_by(|a, b| b.cmp(a));
+        pending.clear();
+        st.pending = pending;
+    }
+
+    /// Counters for reports.
+    pub fn stats(&self) -> MemoryStats {
+        self.state.lock().unwrap().stats
+    }
+
+    /// Frames `[0, high_water)` are the only ones ever handed out.
+    pub fn high_water(&self) -> u64 {
+        self.state.lock().unwrap().next
+    }
+
+    /// Address of a frame in the sentry's mapping. Dereferencing it is the
+    /// caller's business; the frame must be allocated.
+    pub fn frame_ptr(&self, f: Frame) -> *mut u8 {
+        assert!(f.number() < self.capacity_frames, "frame {f:?} outside the memory file");
+        // SAFETY: in bounds of the mapping by the assert above.
+        unsafe { self.base.as_ptr().add(f.offset() as usize) }
+    }
+
+    /// Copies `buf.len()` bytes out of a frame starting at `offset`.
+    pub fn read(&self, f: Frame, offset: usize, buf: &mut [u8]) {
+        assert!(offset + buf.len() <= PAGE_SIZE as usize);
+        // SAFETY: the range lies inside one frame of the live mapping; the
+        // destination is a distinct Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(self.frame_ptr(f).add(offset), buf.as_mut_ptr(), buf.len()) }
+    }
+
+    /// Copies `buf` into a frame starting at `offset`.
+    pub fn write(&self, f: Frame, offset: usize, buf: &[u8]) {
+        assert!(offset + buf.len() <= PAGE_SIZE as usize);
+        // SAFETY: the range lies inside one frame of the live mapping; the
+        // source is a distinct Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.frame_ptr(f).add(offset), buf.len()) }
+    }
+
+    /// Fills a frame with zeros.
+    pub fn zero(&self, f: Frame) {
+        // SAFETY: one whole frame of the live mapping.
+        unsafe { std::ptr::write_bytes(self.frame_ptr(f), 0, PAGE_SIZE as usize) }
+    }
+
+    /// Copies the contents of frame `src` into frame `dst`.
+    pub fn copy_frame(&self, src: Frame, dst: Frame) {
+        assert_ne!(src, dst);
+        // SAFETY: two distinct whole frames of the live mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.frame_ptr(src), self.frame_ptr(dst), PAGE_SIZE as usize) }
+    }
+
+    /// Reads a little-endian u64 at a byte offset of the file (8-aligned).
+    pub fn read_u64(&self, offset: u64) -> u64 {
+        assert!(offset.is_multiple_of(8) && offset < self.capacity());
+        // SAFETY: aligned and in bounds; page-table entries are read this way
+        // while only the owning address space writes them.
+        unsafe { std::ptr::read_volatile(self.base.as_ptr().add(offset as usize).cast::<u64>()) }
+    }
+
+    /// Writes a little-endian u64 at a byte offset of the file (8-aligned).
+    pub fn write_u64(&self, offset: u64, v: u64) {
+        assert!(offset.is_multiple_of(8) && offset < self.capacity());
+        // SAFETY: aligned and in bounds; a single aligned store, so a guest
+        // walking the same table sees either the old or the new entry.
+        unsafe { std::ptr::write_volatile(self.base.as_ptr().add(offset as usize).cast::<u64>(), v) }
+    }
+}
+
+impl Drop for MemoryFile {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping made in new(); nothing borrowed from it
+        // can outlive self.
+        unsafe {
+            let _ = munmap(self.base.as_ptr().cast(), (self.capacity_frames * PAGE_SIZE) as usize);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resident_kib(mf: &MemoryFile) -> u64 {
+        let st = rustix::fs::fstat(mf.fd()).unwrap();
+        st.st_blocks as u64 / 2
+    }
+
+    #[test]
+    fn frames_start_zero_and_count_references() {
+        let mf = MemoryFile::new(1 << 20).unwrap();
+        let a = mf.allocate().unwrap();
+        let mut buf = [1u8; 16];
+        mf.read(a, 100, &mut buf);
+        assert_eq!(buf, [0; 16]);
+        mf.write(a, 100, b"hello");
+        mf.inc_ref(a);
+        assert_eq!(mf.ref_count(a), 2);
+        mf.dec_ref(a);
+        assert_eq!(mf.ref_count(a), 1);
+        assert_eq!(mf.stats().frames_in_use, 1);
+        mf.dec_ref(a);
+        assert_eq!(mf.stats().frames_in_use, 0);
+    }
+
+    #[test]
+    fn freed_frames_are_punched_and_reused_zeroed() {
+        let mf = MemoryFile::new(1 << 20).unwrap();
+        let mut v = Vec::new();
+        mf.allocate_many(8, &mut v).unwrap();
+        for f in &v {
+            mf.write(*f, 0, &[0xaa; 64]);
+        }
+        assert!(resident_kib(&mf) >= 32);
+        for f in &v {
+            mf.dec_ref(*f);
+        }
+        mf.reclaim();
+        assert_eq!(resident_kib(&mf), 0, "punched frames give memory back");
+        let again = mf.allocate().unwrap();
+        assert_eq!(again, v[0], "lowest freed frame is reused first");
+        let mut buf = [1u8; 64];
+        mf.read(again, 0, &mut buf);
+        assert_eq!(buf, [0; 64]);
+        assert_eq!(mf.stats().frames_high_water, 8);
+    }
+
+    #[test]
+    fn exhaustion_is_an_error_and_allocate_many_is_all_or_nothing() {
+        let mf = MemoryFile::new(4 * PAGE_SIZE).unwrap();
+        let mut v = Vec::new();
+        assert!(matches!(mf.allocate_many(5, &mut v), Err(MemoryError::Exhausted { .. })));
+        assert!(v.is_empty());
+        assert_eq!(mf.stats().frames_in_use, 0);
+        mf.allocate_many(4, &mut v).unwrap();
+        assert!(mf.allocate().is_err());
+        mf.dec_ref(v[2]);
+        assert_eq!(mf.allocate().unwrap(), v[2], "a pending free is reclaimed when the file is full");
+    }
+
+    #[test]
+    fn sparse_capacity_costs_nothing() {
+        let mf = MemoryFile::new(64 << 30).unwrap();
+        let f = mf.allocate().unwrap();
+        mf.write(f, 0, b"x");
+        assert!(resident_kib(&mf) <= 8);
+    }
+}

@@ -1,0 +1,436 @@
+//! Running application code on a vCPU.
+//!
+//! A vCPU is in one of three places when the sentry hands it registers:
+//! - `User`: stopped in user mode (a CPL-3 syscall exit, or kicked while
+//!   running the app). Registers go straight into the run area's register
+//!   block.
+//! - `Kernel`: inside the ring-0 entry code, halfway through an exception or
+//!   a CPL-0 syscall. The app's instruction pointer, flags and stack live in
+//!   the exit frame on the kernel stack; the host rewrites the frame and the
+//!   entry code `iretq`s with it.
+//! - `Fresh`: a new or recycled vCPU. It is put in ring 0 with an exit frame
+//!   as if returning from an exception: on PVM only a real return from ring
+//!   0 sets user mode up fully (see the platform notes).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use kvm_bindings::{Msrs, kvm_msr_entry, kvm_regs, kvm_xsave};
+use kvm_ioctls::{VcpuExit, VcpuFd};
+use memory::Frame;
+
+use super::arch::x86_64::cpu;
+use super::arch::x86_64::supervisor::{self, VcpuArea};
+use super::kick::Kick;
+use super::{KvmAddressSpace, Shared, SyscallEntry};
+use crate::arch::vector;
+use crate::{
+    Access, AddressSpace, Context, Event, Exception, ExitCounts, Fault, FpState, Interrupter, PlatformError, Registers,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Location {
+    Fresh,
+    User,
+    Kernel,
+}
+
+pub(crate) struct Vcpu {
+    pub(crate) fd: VcpuFd,
+    pub(crate) area: VcpuArea,
+    kick: Arc<Kick>,
+    location: Location,
+    loaded_root: Option<Frame>,
+    loaded_fs: u64,
+    loaded_gs: u64,
+    counts: ExitCounts,
+}
+
+/// What one `KVM_RUN` ended with, copied out of the run area.
+enum Exit {
+    MmioWrite(u64),
+    MmioRead,
+    Interrupted,
+    Other(String),
+}
+
+impl Vcpu {
+    pub(crate) fn new(fd: VcpuFd, area: VcpuArea) -> Self {
+        let mut fd = fd;
+        let kick = Arc::new(Kick::new(fd.get_kvm_run()));
+        Vcpu {
+            fd,
+            area,
+            kick,
+            location: Location::Fresh,
+            loaded_root: None,
+            loaded_fs: 0,
+            loaded_gs: 0,
+            counts: ExitCounts::default(),
+        }
+    }
+
+    /// Readies a pooled vCPU for a new owner.
+    pub(crate) fn recycle(&mut self) -> Result<(), PlatformError> {
+        self.kick.detach();
+        self.kick = Arc::new(Kick::new(self.fd.get_kvm_run()));
+        self.location = Location::Fresh;
+        self.loaded_root = None;
+        self.counts = ExitCounts::default();
+        self.set_fp(&FpState::default())
+    }
+
+    pub(crate) fn set_lstar(&self, lstar: u64) -> Result<(), PlatformError> {
+        let msrs = Msrs::from_entries(&cpu::syscall_msrs(lstar, &self.area)).expect("four entries");
+        match self.fd.set_msrs(&msrs) {
+            Ok(4) => Ok(()),
+            Ok(_) => Err(PlatformError::Unavailable("KVM refused the syscall MSRs".into())),
+            Err(e) => Err(PlatformError::kvm("set MSRs", e)),
+        }
+    }
+
+    fn regs(&mut self) -> &mut kvm_regs {
+        &mut self.fd.sync_regs_mut().regs
+    }
+
+    /// CR3, segment bases and, for a fresh vCPU, ring-0 mode.
+    fn load_control_state(&mut self, root: Frame, regs: &Registers) -> Result<(), PlatformError> {
+        let fresh = self.location == Location::Fresh;
+        if fresh || self.loaded_root != Some(root) {
+            let s = self.fd.get_sregs().map_err(|e| PlatformError::kvm("get sregs", e))?;
+            let s = if fresh {
+                cpu::kernel_sregs(s, &self.area, root.offset(), regs.fs_base, regs.gs_base)
+            } else {
+                let mut s = s;
+                s.cr3 = root.offset();
+                s.fs.base = regs.fs_base;
+                s.gs.base = regs.gs_base;
+                s
+            };
+            self.fd.set_sregs(&s).map_err(|e| PlatformError::kvm("set sregs", e))?;
+            self.loaded_root = Some(root);
+            self.loaded_fs = regs.fs_base;
+            self.loaded_gs = regs.gs_base;
+            if fresh {
+                self.location = Location::Kernel;
+            }
+        } else if self.loaded_fs != regs.fs_base || self.loaded_gs != regs.gs_base {
+            let msrs = Msrs::from_entries(&[
+                kvm_msr_entry { index: cpu::MSR_FS_BASE, data: regs.fs_base, ..Default::default() },
+                kvm_msr_entry { index: cpu::MSR_GS_BASE, data: regs.gs_base, ..Default::default() },
+            ])
+            .expect("two entries");
+            self.fd.set_msrs(&msrs).map_err(|e| PlatformError::kvm("set segment bases", e))?;
+            self.loaded_fs = regs.fs_base;
+            self.loaded_gs = regs.gs_base;
+        }
+        Ok(())
+    }
+
+    /// Puts the application's registers where the vCPU will take them from.
+    fn stage(&mut self, shared: &Shared, regs: &Registers) {
+        let flags = regs.sanitized_flags();
+        let mut k = kvm_regs {
+            rax: regs.rax,
+            rbx: regs.rbx,
+            rcx: regs.rcx,
+            rdx: regs.rdx,
+            rsi: regs.rsi,
+            rdi: regs.rdi,
+            rsp: regs.rsp,
+            rbp: regs.rbp,
+            r8: regs.r8,
+            r9: regs.r9,
+            r10: regs.r10,
+            r11: regs.r11,
+            r12: regs.r12,
+            r13: regs.r13,
+            r14: regs.r14,
+            r15: regs.r15,
+            rip: regs.rip,
+            rflags: flags,
+        };
+        if self.location != Location::User {
+            let frame =
+                [0, regs.rax, 0, 0, regs.rip, supervisor::USER_CS as u64, flags, regs.rsp, supervisor::USER_DS as u64];
+            for (i, w) in frame.iter().enumerate() {
+                shared.mem.write_u64(self.area.frame_word_offset(i), *w);
+            }
+            k.rsp = self.area.frame_base();
+            k.rip = supervisor::return_entry();
+            k.rflags = 0x2;
+        }
+        *self.regs() = k;
+        self.fd.get_kvm_run().kvm_dirty_regs = kvm_bindings::KVM_SYNC_X86_REGS as u64;
+    }
+
+    /// Registers of the app at a user-mode stop.
+    fn read_user(&mut self, regs: &mut Registers) {
+        let k = *self.regs();
+        copy_gprs(&k, regs);
+        regs.rip = k.rip;
+        regs.rsp = k.rsp;
+        regs.rflags = k.rflags;
+    }
+
+    /// Reads an exit frame: the app's registers and (cr2, vector, error).
+    fn read_frame(&mut self, shared: &Shared, regs: &mut Registers) -> Result<(u64, u64, u64), PlatformError> {
+        let k = *self.regs();
+        if k.rsp != self.area.frame_base() {
+            return Err(PlatformError::CpuFailure(format!(
+                "exception inside the entry code (rip {:#x}, rsp {:#x})",
+                k.rip, k.rsp
+            )));
+        }
+        let w: Vec<u64> =
+            (0..supervisor::FRAME_WORDS).map(|i| shared.mem.read_u64(self.area.frame_word_offset(i))).collect();
+        if w[5] != supervisor::USER_CS as u64 {
+            return Err(PlatformError::CpuFailure(format!(
+                "exception {} in supervisor mode at {:#x} (cr2 {:#x}, error {:#x})",
+                w[2], w[4], w[0], w[3]
+            )));
+        }
+        copy_gprs(&k, regs);
+        regs.rax = w[1];
+        regs.rip = w[4];
+        regs.rflags = w[6];
+        regs.rsp = w[7];
+        self.location = Location::Kernel;
+        Ok((w[0], w[2], w[3]))
+    }
+
+    fn run_once(&mut self) -> Result<Exit, PlatformError> {
+        self.kick.tid.store(rustix::thread::gettid().as_raw_nonzero().get(), Ordering::Release);
+        let r = self.fd.run();
+        let exit = match r {
+            Ok(VcpuExit::MmioWrite(addr, _)) => Exit::MmioWrite(addr),
+            Ok(VcpuExit::MmioRead(_, data)) => {
+                data.fill(0);
+                Exit::MmioRead
+            }
+            Ok(other) => Exit::Other(format!("{other:?}")),
+            Err(e) if e.errno() == libc::EINTR => Exit::Interrupted,
+            Err(e) => {
+                self.kick.tid.store(0, Ordering::Release);
+                return Err(PlatformError::kvm("KVM_RUN", e));
+            }
+        };
+        self.kick.tid.store(0, Ordering::Release);
+        Ok(exit)
+    }
+
+    fn set_fp(&mut self, state: &FpState) -> Result<(), PlatformError> {
+        let mut x = kvm_xsave::default();
+        for (i, w) in x.region.iter_mut().enumerate() {
+            *w = u32::from_le_bytes(state.0[4 * i..4 * i + 4].try_into().unwrap());
+        }
+        // SAFETY: the VM's XSAVE size (KVM_CAP_XSAVE2) was checked at start-up
+        // to fit the 4 KiB region of kvm_xsave.
+        unsafe { self.fd.set_xsave(&x) }.map_err(|e| PlatformError::kvm("set xsave", e))
+    }
+}
+
+fn copy_gprs(k: &kvm_regs, r: &mut Registers) {
+    r.rax = k.rax;
+    r.rbx = k.rbx;
+    r.rcx = k.rcx;
+    r.rdx = k.rdx;
+    r.rsi = k.rsi;
+    r.rdi = k.rdi;
+    r.rbp = k.rbp;
+    r.r8 = k.r8;
+    r.r9 = k.r9;
+    r.r10 = k.r10;
+    r.r11 = k.r11;
+    r.r12 = k.r12;
+    r.r13 = k.r13;
+    r.r14 = k.r14;
+    r.r15 = k.r15;
+}
+
+fn fault_from(cr2: u64, error: u64) -> Fault {
+    let access = if error & 0x10 != 0 {
+        Access { execute: true, ..Access::NONE }
+    } else if error & 0x2 != 0 {
+        Access { write: true, ..Access::NONE }
+    } else {
+        Access::READ
+    };
+    Fault { addr: cr2, access, present: error & 0x1 != 0 }
+}
+
+/// A task's hold on a vCPU.
+pub struct KvmContext {
+    shared: Arc<Shared>,
+    vcpu: Option<Vcpu>,
+}
+
+impl KvmContext {
+    pub(crate) fn new(shared: Arc<Shared>, vcpu: Vcpu) -> Self {
+        KvmContext { shared, vcpu: Some(vcpu) }
+    }
+
+    pub(crate) fn into_vcpu(mut self) -> Vcpu {
+        self.vcpu.take().expect("live context")
+    }
+}
+
+impl Context for KvmContext {
+    fn switch(&mut self, space: &dyn AddressSpace, regs: &mut Registers) -> Result<Event, PlatformError> {
+        let space = space
+            .as_any()
+            .downcast_ref::<KvmAddressSpace>()
+            .ok_or_else(|| PlatformError::CpuFailure("address space of another platform".into()))?;
+        space.flush();
+        let shared = &*self.shared;
+        let timing = shared.timing.load(Ordering::Relaxed);
+        let v = self.vcpu.as_mut().expect("live context");
+        if v.kick.take_pending() {
+            v.counts.interrupts += 1;
+            return Ok(Event::Interrupted);
+        }
+        let t0 = timing.then(Instant::now);
+        v.load_control_state(space.root(), regs)?;
+        v.stage(shared, regs);
+        let mut t_run = t0.map(|_| Instant::now());
+        if let (Some(a), Some(b)) = (t0, t_run) {
+            v.counts.register_ns += (b - a).as_nanos() as u64;
+        }
+        let mmio = shared.mmio_base;
+        loop {
+            let exit = v.run_once()?;
+            let t_exit = t_run.map(|t| {
+                let now = Instant::now();
+                v.counts.guest_ns += (now - t).as_nanos() as u64;
+                now
+            });
+            let event = match exit {
+                Exit::MmioWrite(gpa) if gpa == mmio + supervisor::SYSCALL_MMIO_OFFSET => {
+                    let k = *v.regs();
+                    v.location = Location::User;
+                    if k.rip == supervisor::syscall_user_done() {
+                        copy_gprs(&k, regs);
+                        regs.rip = k.rcx;
+                        regs.rflags = k.r11;
+                        regs.rsp = k.rsp;
+                        v.counts.syscalls += 1;
+                        Event::Syscall
+                    } else {
+                        // The app stored to the syscall page itself.
+                        v.read_user(regs);
+                        v.counts.page_faults += 1;
+                        Event::Fault(Fault {
+                            addr: supervisor::SYSCALL_MMIO,
+                            access: Access { write: true, ..Access::NONE },
+                            present: true,
+                        })
+                    }
+                }
+                Exit::MmioWrite(gpa) if gpa == mmio + supervisor::EXCEPTION_MMIO_OFFSET => {
+                    let (cr2, vec, error) = v.read_frame(shared, regs)?;
+                    if vec == vector::PAGE_FAULT as u64 {
+                        v.counts.page_faults += 1;
+                        Event::Fault(fault_from(cr2, error))
+                    } else {
+                        v.counts.exceptions += 1;
+                        Event::Exception(Exception { vector: vec as u8, error_code: error })
+                    }
+                }
+                Exit::MmioWrite(gpa) if gpa == mmio + supervisor::KERNEL_SYSCALL_MMIO_OFFSET => {
+                    v.read_frame(shared, regs)?;
+                    v.counts.syscalls += 1;
+                    Event::Syscall
+                }
+                Exit::MmioRead => {
+                    // The app read the syscall page. Complete the access
+                    // (it reads zeros) without re-entering the guest, then
+                    // report the fault.
+                    v.kick.set_immediate_exit(true);
+                    let r = v.fd.run();
+                    v.kick.set_immediate_exit(false);
+                    if !matches!(&r, Err(e) if e.errno() == libc::EINTR) {
+                        return Err(PlatformError::CpuFailure("MMIO read did not complete".into()));
+                    }
+                    v.location = Location::User;
+                    v.read_user(regs);
+                    v.counts.page_faults += 1;
+                    Event::Fault(Fault { addr: supervisor::SYSCALL_MMIO, access: Access::READ, present: true })
+                }
+                Exit::MmioWrite(gpa) => {
+                    return Err(PlatformError::CpuFailure(format!("store to unknown MMIO address {gpa:#x}")));
+                }
+                Exit::Interrupted => {
+                    v.kick.set_immediate_exit(false);
+                    let rip = v.regs().rip;
+                    if rip >= supervisor::BASE {
+                        // Stopped inside the entry code: let it reach its
+                        // exit. The pending interrupt is reported on the next
+                        // switch.
+                        t_run = t_exit;
+                        continue;
+                    }
+                    v.location = Location::User;
+                    v.read_user(regs);
+                    v.kick.take_pending();
+                    v.counts.interrupts += 1;
+                    Event::Interrupted
+                }
+                Exit::Other(what) => {
+                    return Err(PlatformError::CpuFailure(format!(
+                        "unexpected exit {what} at rip {:#x}",
+                        v.regs().rip
+                    )));
+                }
+            };
+            if let (Some(t), true) = (t_exit, timing) {
+                v.counts.register_ns += t.elapsed().as_nanos() as u64;
+            }
+            return Ok(event);
+        }
+    }
+
+    fn interrupter(&self) -> Arc<dyn Interrupter> {
+        self.vcpu.as_ref().expect("live context").kick.clone()
+    }
+
+    fn fp_state(&mut self) -> Result<FpState, PlatformError> {
+        let v = self.vcpu.as_mut().expect("live context");
+        let x = v.fd.get_xsave().map_err(|e| PlatformError::kvm("get xsave", e))?;
+        let mut s = FpState::default();
+        for (i, w) in x.region.iter().enumerate() {
+            s.0[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        Ok(s)
+    }
+
+    fn set_fp_state(&mut self, state: &FpState) -> Result<(), PlatformError> {
+        self.vcpu.as_mut().expect("live context").set_fp(state)
+    }
+
+    fn exit_counts(&self) -> ExitCounts {
+        self.vcpu.as_ref().map(|v| v.counts).unwrap_or_default()
+    }
+}
+
+impl Drop for KvmContext {
+    fn drop(&mut self) {
+        if let Some(v) = self.vcpu.take() {
+            self.shared.return_vcpu(v);
+        }
+    }
+}
+
+/// Which LSTAR a vCPU gets.
+pub(crate) fn lstar_for(entry: SyscallEntry) -> u64 {
+    match entry {
+        SyscallEntry::UserMode => supervisor::syscall_user_entry(),
+        SyscallEntry::KernelMode => supervisor::syscall_kernel_entry(),
+    }
+}
+
+impl Vcpu {
+    pub(crate) fn counts(&self) -> ExitCounts {
+        self.counts
+    }
+}

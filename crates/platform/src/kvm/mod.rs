@@ -1,0 +1,289 @@
+//! The kvm platform: application code runs in ring 3 of a KVM guest whose
+//! page tables the sentry builds; syscalls and exceptions leave the guest by
+//! a store to an MMIO page.
+//!
+//! Works on hardware VMX/SVM and on PVM (software shadow paging, guest at
+//! hardware ring 3). Where the two differ, the platform finds out by trying:
+//! whether `syscall` arrives at CPL 0 or stays at CPL 3 is measured at start
+//! by running a probe.
+
+mod address_space;
+mod arch;
+mod context;
+mod guest_memory;
+mod kick;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use kvm_bindings::{CpuId, KVM_MAX_CPUID_ENTRIES, kvm_xcrs};
+use kvm_ioctls::{Cap, Kvm, SyncReg, VmFd};
+use memory::{Frame, MemoryFile};
+
+pub use address_space::KvmAddressSpace;
+use arch::x86_64::{cpu, supervisor};
+pub use context::KvmContext;
+use context::Vcpu;
+use guest_memory::GuestMemory;
+
+use crate::{AddressSpace, Context, Event, ExitCounts, Platform, PlatformError, PlatformStats, Registers};
+
+/// Freed page-table frames wait here until a global flush has made sure KVM
+/// keeps no shadow of them; only then can they hold anything else.
+const QUARANTINE_FRAMES: usize = 1024;
+
+/// Where `syscall` from user mode arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SyscallEntry {
+    /// At CPL 3 (PVM): the entry code exits straight from user mode.
+    UserMode,
+    /// At CPL 0 (hardware virtualization): the entry code builds a frame.
+    KernelMode,
+}
+
+pub(crate) struct Shared {
+    vm: VmFd,
+    pub(crate) mem: Arc<MemoryFile>,
+    pub(crate) guest: GuestMemory,
+    pub(crate) supervisor: supervisor::Supervisor,
+    pub(crate) mmio_base: u64,
+    syscall_entry: OnceLock<SyscallEntry>,
+    cpuid: CpuId,
+    xcr0: u64,
+    max_vcpus: u32,
+    pool: Mutex<Vec<Vcpu>>,
+    next_vcpu: Mutex<u32>,
+    quarantine: Mutex<Vec<Frame>>,
+    table_frames: AtomicU64,
+    vcpus_created: AtomicU64,
+    vcpus_in_use: AtomicU64,
+    retired_counts: Mutex<ExitCounts>,
+    pub(crate) timing: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn alloc_table(&self) -> Result<Frame, PlatformError> {
+        let f = self.mem.allocate()?;
+        self.guest.ensure_covered(&self.vm, f)?;
+        self.table_frames.fetch_add(1, Ordering::Relaxed);
+        Ok(f)
+    }
+
+    pub(crate) fn release_table(&self, f: Frame) {
+        let mut q = self.quarantine.lock().unwrap();
+        q.push(f);
+        if q.len() >= QUARANTINE_FRAMES {
+            self.guest.global_flush(&self.vm);
+            for f in q.drain(..) {
+                self.mem.dec_ref(f);
+                self.table_frames.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn create_vcpu(&self, lstar: u64) -> Result<Vcpu, PlatformError> {
+        let index = {
+            let mut next = self.next_vcpu.lock().unwrap();
+            if *next >= self.max_vcpus {
+                return Err(PlatformError::NoCpu);
+            }
+            *next += 1;
+            *next - 1
+        };
+        let area = self.supervisor.add_vcpu(&self.mem, index)?;
+        for f in self.supervisor.frames() {
+            self.guest.ensure_covered(&self.vm, f)?;
+        }
+        let fd = self.vm.create_vcpu(index as u64).map_err(|e| PlatformError::kvm("create vCPU", e))?;
+        fd.set_cpuid2(&self.cpuid).map_err(|e| PlatformError::kvm("set CPUID", e))?;
+        let mut xcrs = kvm_xcrs { nr_xcrs: 1, ..Default::default() };
+        xcrs.xcrs[0].xcr = 0;
+        xcrs.xcrs[0].value = self.xcr0;
+        fd.set_xcrs(&xcrs).map_err(|e| PlatformError::kvm("set XCR0", e))?;
+        let mut v = Vcpu::new(fd, area);
+        v.set_lstar(lstar)?;
+        v.fd.set_sync_valid_reg(SyncReg::Register);
+        self.vcpus_created.fetch_add(1, Ordering::Relaxed);
+        Ok(v)
+    }
+
+    fn take_vcpu(&self) -> Result<Vcpu, PlatformError> {
+        let pooled = self.pool.lock().unwrap().pop();
+        let v = match pooled {
+            Some(mut v) => {
+                v.recycle()?;
+                v
+            }
+            None => {
+                let entry = *self.syscall_entry.get().expect("detected at start-up");
+                self.create_vcpu(context::lstar_for(entry))?
+            }
+        };
+        self.vcpus_in_use.fetch_add(1, Ordering::Relaxed);
+        Ok(v)
+    }
+
+    pub(crate) fn return_vcpu(&self, v: Vcpu) {
+        let c = v.counts();
+        {
+            let mut r = self.retired_counts.lock().unwrap();
+            r.syscalls += c.syscalls;
+            r.page_faults += c.page_faults;
+            r.exceptions += c.exceptions;
+            r.interrupts += c.interrupts;
+            r.guest_ns += c.guest_ns;
+            r.register_ns += c.register_ns;
+        }
+        self.vcpus_in_use.fetch_sub(1, Ordering::Relaxed);
+        self.pool.lock().unwrap().push(v);
+    }
+}
+
+/// The kvm platform.
+pub struct KvmPlatform {
+    shared: Arc<Shared>,
+}
+
+fn open_kvm() -> Result<Kvm, PlatformError> {
+    match Kvm::new() {
+        Ok(k) => Ok(k),
+        Err(e) => Err(PlatformError::Unavailable(match e.errno() {
+            libc::ENOENT => {
+                "/dev/kvm does not exist: this host offers no KVM (load kvm_intel, kvm_amd or kvm_pvm)".into()
+            }
+            libc::EACCES | libc::EPERM => "/dev/kvm: permission denied (run as a member of the kvm group)".into(),
+            n => format!("/dev/kvm cannot be opened: {}", std::io::Error::from_raw_os_error(n)),
+        })),
+    }
+}
+
+impl KvmPlatform {
+    /// Opens KVM and builds a VM whose guest-physical memory is `mem`.
+    pub fn new(mem: Arc<MemoryFile>) -> Result<Self, PlatformError> {
+        let kvm = open_kvm()?;
+        for (cap, name) in [
+            (Cap::SyncRegs, "KVM_CAP_SYNC_REGS"),
+            (Cap::ImmediateExit, "KVM_CAP_IMMEDIATE_EXIT"),
+            (Cap::Xsave, "KVM_CAP_XSAVE"),
+            (Cap::Xcrs, "KVM_CAP_XCRS"),
+        ] {
+            if !kvm.check_extension(cap) {
+                return Err(PlatformError::Unavailable(format!("/dev/kvm lacks {name}")));
+            }
+        }
+        let vm = kvm.create_vm().map_err(|e| {
+            PlatformError::Unavailable(format!(
+                "/dev/kvm cannot create a VM: {}",
+                std::io::Error::from_raw_os_error(e.errno())
+            ))
+        })?;
+        let xsave_size = vm.check_extension_int(Cap::Xsave2);
+        if xsave_size > 4096 {
+            return Err(PlatformError::Unavailable(format!(
+                "guest XSAVE state of {xsave_size} bytes is not supported"
+            )));
+        }
+        let supported =
+            kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES).map_err(|e| PlatformError::kvm("get supported CPUID", e))?;
+        let xcr0 = cpu::guest_xcr0(&supported);
+        let phys_bits = cpu::physical_address_bits(&supported);
+        let cpuid = cpu::guest_cpuid(supported);
+        const GIB: u64 = 1 << 30;
+        let mmio_base = mem.capacity().div_ceil(GIB) * GIB;
+        if mmio_base + GIB > (1u64 << phys_bits) {
+            return Err(PlatformError::Unavailable(format!(
+                "sandbox memory of {} bytes does not fit the guest's {phys_bits}-bit physical address space",
+                mem.capacity()
+            )));
+        }
+        let guest = GuestMemory::new(&vm, &mem, mmio_base + (1 << 20))?;
+        let supervisor = supervisor::Supervisor::new(&mem, mmio_base)?;
+        kick::install_handler();
+        let max_vcpus = (kvm.get_max_vcpus() as u32).min(supervisor::MAX_VCPUS);
+        let shared = Arc::new(Shared {
+            vm,
+            mem,
+            guest,
+            supervisor,
+            mmio_base,
+            syscall_entry: OnceLock::new(),
+            cpuid,
+            xcr0,
+            max_vcpus,
+            pool: Mutex::new(Vec::new()),
+            next_vcpu: Mutex::new(0),
+            quarantine: Mutex::new(Vec::new()),
+            table_frames: AtomicU64::new(0),
+            vcpus_created: AtomicU64::new(0),
+            vcpus_in_use: AtomicU64::new(0),
+            retired_counts: Mutex::new(ExitCounts::default()),
+            timing: AtomicBool::new(false),
+        });
+        let entry = detect_syscall_entry(&shared)?;
+        shared.syscall_entry.set(entry).expect("set once");
+        Ok(KvmPlatform { shared })
+    }
+
+    /// Turns on time measurement of exits for `--profile`.
+    pub fn enable_timing(&self) {
+        self.shared.timing.store(true, Ordering::Relaxed);
+    }
+
+    /// Exit counts of every context that has finished.
+    pub fn retired_exit_counts(&self) -> ExitCounts {
+        *self.shared.retired_counts.lock().unwrap()
+    }
+
+    /// True if `syscall` stays at CPL 3 on this host (PVM).
+    pub fn syscall_in_user_mode(&self) -> bool {
+        self.shared.syscall_entry.get() == Some(&SyscallEntry::UserMode)
+    }
+}
+
+/// Runs a `syscall` in a probe guest with LSTAR on a supervisor-only page.
+/// Arriving at CPL 3 faults fetching the entry (PVM); arriving at CPL 0 runs
+/// it and exits through the CPL-0 syscall page (hardware).
+fn detect_syscall_entry(shared: &Arc<Shared>) -> Result<SyscallEntry, PlatformError> {
+    let vcpu = shared.create_vcpu(supervisor::syscall_kernel_entry())?;
+    let space = KvmAddressSpace::new(shared.clone())?;
+    let mut ctx = KvmContext::new(shared.clone(), vcpu);
+    let mut regs = Registers::for_entry(supervisor::probe_entry(), 0);
+    let event = ctx
+        .switch(&space, &mut regs)
+        .map_err(|e| PlatformError::Unavailable(format!("KVM guest did not start: {e}")))?;
+    let entry = match event {
+        Event::Fault(f) if f.addr == supervisor::syscall_kernel_entry() && f.access.execute => SyscallEntry::UserMode,
+        Event::Syscall => SyscallEntry::KernelMode,
+        other => return Err(PlatformError::Unavailable(format!("KVM guest probe ended unexpectedly: {other:?}"))),
+    };
+    let v = ctx.into_vcpu();
+    v.set_lstar(context::lstar_for(entry))?;
+    shared.pool.lock().unwrap().push(v);
+    Ok(entry)
+}
+
+impl Platform for KvmPlatform {
+    fn name(&self) -> &'static str {
+        "kvm"
+    }
+
+    fn new_address_space(&self) -> Result<Arc<dyn AddressSpace>, PlatformError> {
+        Ok(Arc::new(KvmAddressSpace::new(self.shared.clone())?))
+    }
+
+    fn new_context(&self) -> Result<Box<dyn Context>, PlatformError> {
+        let v = self.shared.take_vcpu()?;
+        Ok(Box::new(KvmContext::new(self.shared.clone(), v)))
+    }
+
+    fn stats(&self) -> PlatformStats {
+        let s = &self.shared;
+        PlatformStats {
+            vcpus: s.vcpus_created.load(Ordering::Relaxed),
+            vcpus_in_use: s.vcpus_in_use.load(Ordering::Relaxed),
+            table_frames: s.table_frames.load(Ordering::Relaxed),
+            global_flushes: s.guest.global_flushes.load(Ordering::Relaxed),
+            frame_invalidations: s.guest.invalidations.load(Ordering::Relaxed),
+        }
+    }
+}

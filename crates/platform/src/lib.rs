@@ -1,0 +1,188 @@
+//! The platform: how application code runs and how its system calls and
+//! faults reach the sentry.
+//!
+//! The sentry decides *what* an address space contains; a platform makes it
+//! so and runs application code in it until the next event. The sentry never
+//! names a platform type, and a platform knows nothing of the sentry beyond
+//! this interface.
+
+pub mod arch;
+pub mod kvm;
+
+use std::any::Any;
+use std::sync::Arc;
+
+pub use arch::{Exception, FpState, Registers};
+use memory::Frame;
+
+/// Access rights of a mapping, as the platform enforces them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct Access {
+    pub read: bool,
+    pub write: bool,
+    pub execute: bool,
+}
+
+impl Access {
+    pub const NONE: Access = Access { read: false, write: false, execute: false };
+    pub const READ: Access = Access { read: true, write: false, execute: false };
+    pub const READ_WRITE: Access = Access { read: true, write: true, execute: false };
+    pub const READ_EXECUTE: Access = Access { read: true, write: false, execute: true };
+    pub const ALL: Access = Access { read: true, write: true, execute: true };
+
+    /// True if nothing may be done with the memory.
+    pub fn is_none(self) -> bool {
+        !self.read && !self.write && !self.execute
+    }
+
+    /// The same rights without write.
+    pub fn without_write(self) -> Access {
+        Access { write: false, ..self }
+    }
+
+    /// True if every right in `other` is also in `self`.
+    pub fn contains(self, other: Access) -> bool {
+        (self.read || !other.read) && (self.write || !other.write) && (self.execute || !other.execute)
+    }
+}
+
+/// An access by application code that the address space did not allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// The faulting virtual address.
+    pub addr: u64,
+    /// What the access tried to do (exactly one of read, write, execute).
+    pub access: Access,
+    /// True if a mapping was present but forbade the access; false if there
+    /// was no mapping at all.
+    pub present: bool,
+}
+
+/// Why [`Context::switch`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The application made a system call; the registers hold it.
+    Syscall,
+    /// The application touched memory the address space does not allow.
+    Fault(Fault),
+    /// Any other CPU exception (divide error, invalid opcode, breakpoint...).
+    Exception(Exception),
+    /// [`Interrupter::interrupt`] was called, or the host thread was
+    /// signalled; the registers are the application's at the point it
+    /// stopped.
+    Interrupted,
+}
+
+/// Errors of a platform.
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformError {
+    /// The platform cannot run on this host; the message says why.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A host call the platform depends on failed.
+    #[error("{what}: {errno}")]
+    Host { what: &'static str, errno: rustix::io::Errno },
+    /// Sandbox memory is exhausted.
+    #[error(transparent)]
+    Memory(#[from] memory::MemoryError),
+    /// The virtual CPU stopped in a way the platform cannot recover from.
+    #[error("virtual CPU failure: {0}")]
+    CpuFailure(String),
+    /// Every virtual CPU the host allows is in use.
+    #[error("no virtual CPU available")]
+    NoCpu,
+}
+
+impl PlatformError {
+    pub(crate) fn host(what: &'static str, errno: rustix::io::Errno) -> Self {
+        PlatformError::Host { what, errno }
+    }
+
+    pub(crate) fn kvm(what: &'static str, e: kvm_ioctls::Error) -> Self {
+        PlatformError::Host { what, errno: rustix::io::Errno::from_raw_os_error(e.errno()) }
+    }
+}
+
+/// Counters of one platform, for reports and leak checks.
+#[derive(Clone, Debug, Default)]
+pub struct PlatformStats {
+    /// Virtual CPUs created and not destroyed.
+    pub vcpus: u64,
+    /// Of which handed to a task right now.
+    pub vcpus_in_use: u64,
+    /// Page-table frames held by the platform.
+    pub table_frames: u64,
+    /// Whole-VM translation flushes performed.
+    pub global_flushes: u64,
+    /// Per-frame translation invalidations (host calls).
+    pub frame_invalidations: u64,
+}
+
+/// A platform: a factory of address spaces and execution contexts.
+pub trait Platform: Send + Sync {
+    /// A short name for reports ("kvm").
+    fn name(&self) -> &'static str;
+    /// A new, empty address space.
+    fn new_address_space(&self) -> Result<Arc<dyn AddressSpace>, PlatformError>;
+    /// A new context able to run application code.
+    fn new_context(&self) -> Result<Box<dyn Context>, PlatformError>;
+    /// Current counters.
+    fn stats(&self) -> PlatformStats;
+}
+
+/// An address space as the platform sees it: which virtual pages map which
+/// frames of the memory file, with which rights. The sentry's memory manager
+/// is the authority; this is its executable image.
+pub trait AddressSpace: Send + Sync + Any {
+    /// Maps consecutive pages starting at `va` to `frames`, replacing any
+    /// previous mapping of those pages.
+    fn map(&self, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError>;
+    /// Removes every mapping in `[va, va + len)`.
+    fn unmap(&self, va: u64, len: u64);
+    /// Changes the rights of every mapped page in `[va, va + len)`.
+    fn protect(&self, va: u64, len: u64, access: Access);
+    /// Makes every earlier `unmap`/`protect`/replacement effective on every
+    /// CPU. Must be called before the sentry frees frames it unmapped or tells
+    /// the application the operation is done.
+    fn flush(&self);
+    /// For downcasting by the platform's own contexts.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Interrupts a context from another thread.
+pub trait Interrupter: Send + Sync {
+    /// Makes the context's current or next `switch` return
+    /// [`Event::Interrupted`] promptly.
+    fn interrupt(&self);
+}
+
+/// A context runs application code: it is the virtual CPU a task holds while
+/// it runs.
+pub trait Context: Send {
+    /// Runs the application with `regs` in `space` until the next event, and
+    /// stores its registers back into `regs`.
+    fn switch(&mut self, space: &dyn AddressSpace, regs: &mut Registers) -> Result<Event, PlatformError>;
+    /// A handle other threads use to interrupt this context.
+    fn interrupter(&self) -> Arc<dyn Interrupter>;
+    /// The application's floating-point and vector state.
+    fn fp_state(&mut self) -> Result<FpState, PlatformError>;
+    /// Replaces the floating-point and vector state.
+    fn set_fp_state(&mut self, state: &FpState) -> Result<(), PlatformError>;
+    /// Counters of this context (exits by reason), for `--profile`.
+    fn exit_counts(&self) -> ExitCounts;
+}
+
+/// Exits from application code by reason, counted by one context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExitCounts {
+    pub syscalls: u64,
+    pub page_faults: u64,
+    pub exceptions: u64,
+    pub interrupts: u64,
+    /// Time inside the hypervisor's run call, in nanoseconds, when timing is
+    /// enabled.
+    pub guest_ns: u64,
+    /// Time spent moving registers in and out, in nanoseconds, when timing is
+    /// enabled.
+    pub register_ns: u64,
+}
