@@ -1,0 +1,234 @@
+//! The sentry's access to application memory. Every access goes through the
+//! VMAs and the page map, so a bad pointer is an error, never a crash, and
+//! pages are faulted in as the application itself would have faulted them.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::sync::Arc;
+
+use memory::{Frame, MemoryFile};
+use platform::Access;
+use zerocopy::{FromBytes, Immutable, IntoBytes};
+
+use super::{MemoryManager, MmError, PAGE, State, USER_TOP, effective, page_down, page_up};
+
+/// Application memory pinned for host I/O: the frames stay allocated until
+/// this is dropped even if the application unmaps them meanwhile.
+pub struct Pinned {
+    mf: Arc<MemoryFile>,
+    /// (frame, offset in frame, length), coalesced where frames are adjacent.
+    pieces: Vec<(Frame, usize, usize)>,
+    frames: Vec<Frame>,
+    len: usize,
+}
+
+impl Pinned {
+    /// Total length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The memory as host I/O slices, for writing out of it.
+    pub fn io_slices(&self) -> Vec<IoSlice<'_>> {
+        self.pieces
+            .iter()
+            .map(|&(f, off, len)| {
+                // SAFETY: the frames are pinned (referenced) for the lifetime
+                // of self, and the range lies inside the frame run.
+                IoSlice::new(unsafe { std::slice::from_raw_parts(self.mf.frame_ptr(f).add(off), len) })
+            })
+            .collect()
+    }
+
+    /// The memory as host I/O slices, for reading into it.
+    pub fn io_slices_mut(&mut self) -> Vec<IoSliceMut<'_>> {
+        self.pieces
+            .iter()
+            .map(|&(f, off, len)| {
+                // SAFETY: as above; the app may race on its own memory, which
+                // is its business and cannot harm the sentry (plain bytes).
+                IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(self.mf.frame_ptr(f).add(off), len) })
+            })
+            .collect()
+    }
+
+    /// Copies bytes in, starting at `offset` into the pinned range.
+    pub fn write_at(&mut self, mut offset: usize, mut data: &[u8]) {
+        for &(f, off, len) in &self.pieces {
+            if data.is_empty() {
+                break;
+            }
+            if offset >= len {
+                offset -= len;
+                continue;
+            }
+            let n = (len - offset).min(data.len());
+            // SAFETY: in bounds of a pinned frame run.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.mf.frame_ptr(f).add(off + offset), n) };
+            data = &data[n..];
+            offset = 0;
+        }
+    }
+
+    /// Copies the pinned bytes out.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len);
+        for s in self.io_slices() {
+            v.extend_from_slice(&s);
+        }
+        v
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        for f in &self.frames {
+            self.mf.dec_ref(*f);
+        }
+    }
+}
+
+impl MemoryManager {
+    /// Makes `[addr, addr + len)` present with `access`, faulting pages in
+    /// (and growing the stack) as an application access would.
+    fn prepare(&self, st: &mut State, addr: u64, len: usize, access: Access) -> Result<(), MmError> {
+        let end = addr.checked_add(len as u64).filter(|e| *e <= USER_TOP).ok_or(MmError::Unmapped)?;
+        let mut page = page_down(addr);
+        let last = page_up(end).ok_or(MmError::Unmapped)?;
+        while page < last {
+            let present = st.pages.get(&page).map(|p| !(access.write && p.cow)).unwrap_or(false);
+            let vma_ok = st.vmas.find(page).map(|v| effective(v.access).contains(access));
+            match (present, vma_ok) {
+                (true, Some(true)) => page += PAGE,
+                (_, Some(false)) => return Err(MmError::Access),
+                _ => {
+                    self.fault_locked(st, page, access)?;
+                    if st.pages.get(&page).is_none() {
+                        return Err(MmError::Unmapped);
+                    }
+                    page += PAGE;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f(frame, offset, len)` for each piece of `[addr, addr + len)`
+    /// after making it present with `access`.
+    fn with_pieces(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+        mut f: impl FnMut(Frame, usize, usize),
+    ) -> Result<(), MmError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        self.prepare(&mut st, addr, len, access)?;
+        let mut at = addr;
+        let end = addr + len as u64;
+        while at < end {
+            let page = page_down(at);
+            let off = (at - page) as usize;
+            let n = ((PAGE as usize - off) as u64).min(end - at) as usize;
+            let frame = st.pages[&page].frame;
+            f(frame, off, n);
+            at += n as u64;
+        }
+        drop(st);
+        self.space.flush();
+        Ok(())
+    }
+
+    /// Copies application memory into `buf`.
+    pub fn copy_in(&self, addr: u64, buf: &mut [u8]) -> Result<(), MmError> {
+        let mut done = 0;
+        self.with_pieces(addr, buf.len(), Access::READ, |f, off, n| {
+            self.mf.read(f, off, &mut buf[done..done + n]);
+            done += n;
+        })
+    }
+
+    /// Copies `buf` into application memory.
+    pub fn copy_out(&self, addr: u64, buf: &[u8]) -> Result<(), MmError> {
+        let mut done = 0;
+        self.with_pieces(addr, buf.len(), Access { write: true, ..Access::READ }, |f, off, n| {
+            self.mf.write(f, off, &buf[done..done + n]);
+            done += n;
+        })
+    }
+
+    /// Zero-fills application memory.
+    pub fn zero(&self, addr: u64, len: usize) -> Result<(), MmError> {
+        let zeros = [0u8; PAGE as usize];
+        self.with_pieces(addr, len, Access { write: true, ..Access::READ }, |f, off, n| {
+            self.mf.write(f, off, &zeros[..n]);
+        })
+    }
+
+    /// Reads a value of a plain-data type.
+    pub fn read<T: FromBytes + IntoBytes>(&self, addr: u64) -> Result<T, MmError> {
+        let mut v = T::new_zeroed();
+        self.copy_in(addr, v.as_mut_bytes())?;
+        Ok(v)
+    }
+
+    /// Writes a value of a plain-data type.
+    pub fn write<T: IntoBytes + Immutable>(&self, addr: u64, v: &T) -> Result<(), MmError> {
+        self.copy_out(addr, v.as_bytes())
+    }
+
+    /// Reads a NUL-terminated string of at most `max` bytes (without the
+    /// NUL). Pages past the terminator are never touched.
+    pub fn read_cstring(&self, addr: u64, max: usize) -> Result<Vec<u8>, MmError> {
+        let mut out = Vec::new();
+        let mut at = addr;
+        loop {
+            let page_end = page_down(at) + PAGE;
+            let n = (page_end - at) as usize;
+            let mut chunk = vec![0u8; n];
+            self.copy_in(at, &mut chunk)?;
+            if let Some(z) = chunk.iter().position(|b| *b == 0) {
+                out.extend_from_slice(&chunk[..z]);
+                if out.len() > max {
+                    return Err(MmError::TooLong);
+                }
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk);
+            if out.len() > max {
+                return Err(MmError::TooLong);
+            }
+            at = page_end;
+        }
+    }
+
+    /// Pins `[addr, addr + len)` for host I/O; `write` if the host will
+    /// store into it.
+    pub fn pin(&self, addr: u64, len: usize, write: bool) -> Result<Pinned, MmError> {
+        let access = if write { Access { write: true, ..Access::READ } } else { Access::READ };
+        let mut pieces: Vec<(Frame, usize, usize)> = Vec::new();
+        let mut frames = Vec::new();
+        self.with_pieces(addr, len, access, |f, off, n| {
+            self.mf.inc_ref(f);
+            frames.push(f);
+            // Extend the previous piece if this one continues it in the
+            // memory file, so large buffers need few host iovecs.
+            if let Some(last) = pieces.last_mut() {
+                let (lf, loff, llen) = *last;
+                let end = loff + llen;
+                if off == 0 && end % PAGE as usize == 0 && f.number() == lf.number() + (end / PAGE as usize) as u64 {
+                    last.2 += n;
+                    return;
+                }
+            }
+            pieces.push((f, off, n));
+        })?;
+        Ok(Pinned { mf: self.mf.clone(), pieces, frames, len })
+    }
+}

@@ -1,0 +1,766 @@
+//! Application address spaces: what is mapped where (VMAs), which frames
+//! back it (pages), and the platform's executable image of both.
+//!
+//! The memory manager is the authority; the platform address space is kept
+//! equal to it. A page is entered in both when it is first needed: on a
+//! fault, by the sentry touching app memory, or eagerly (MAP_POPULATE, the
+//! neighbours of a fault). Private pages shared after fork or still showing a
+//! file's page-cache frame are copy-on-write: mapped read-only until written.
+
+mod io;
+mod shared;
+mod vma;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use memory::{Frame, MemoryFile};
+use platform::{Access, AddressSpace};
+
+pub use io::Pinned;
+pub use shared::SharedMemory;
+pub use vma::{Backing, Role, Vma, VmaMap};
+
+use crate::fs::FsError;
+
+/// Page size.
+pub const PAGE: u64 = 4096;
+/// End of the user address space (Linux's TASK_SIZE on x86_64).
+pub const USER_TOP: u64 = 0x7fff_ffff_f000;
+/// Top of the main stack.
+pub const STACK_TOP: u64 = USER_TOP;
+/// mmap allocates downwards from here, leaving room for the stack to grow.
+pub const MMAP_TOP: u64 = 0x7fff_f7ff_f000;
+/// Where position-independent executables are loaded.
+pub const PIE_BASE: u64 = 0x5555_5555_4000;
+/// Nothing is mapped below this (Linux's default vm.mmap_min_addr).
+pub const MMAP_MIN_ADDR: u64 = 0x10000;
+/// Free space kept between the stack and the area below it.
+const STACK_GUARD_GAP: u64 = 256 * PAGE;
+/// Pages mapped around a faulting one, for anonymous and file memory. On
+/// KVM a fault costs tens of microseconds while mapping a present page costs
+/// a few, so neighbours are mapped generously.
+const FAULT_AROUND_ANON: u64 = 16;
+const FAULT_AROUND_FILE: u64 = 64;
+
+/// Rounds down to a page boundary.
+pub const fn page_down(a: u64) -> u64 {
+    a & !(PAGE - 1)
+}
+
+/// Rounds up to a page boundary, None on overflow.
+pub const fn page_up(a: u64) -> Option<u64> {
+    match a.checked_add(PAGE - 1) {
+        Some(v) => Some(v & !(PAGE - 1)),
+        None => None,
+    }
+}
+
+/// Errors of the memory manager.
+#[derive(Debug, thiserror::Error)]
+pub enum MmError {
+    /// No mapping at the address.
+    #[error("address not mapped")]
+    Unmapped,
+    /// A mapping exists but forbids the access.
+    #[error("access not permitted by the mapping")]
+    Access,
+    /// The page lies beyond the end of the mapped file.
+    #[error("mapping beyond the end of the file")]
+    BeyondEof,
+    #[error("out of memory")]
+    NoMemory,
+    #[error("invalid argument")]
+    Invalid,
+    /// The range is already mapped (MAP_FIXED_NOREPLACE).
+    #[error("range already mapped")]
+    Exists,
+    /// The mapping's file does not allow the requested protection.
+    #[error("protection not allowed by the file")]
+    Denied,
+    /// Below the lowest address mappings may use.
+    #[error("address below mmap_min_addr")]
+    TooLow,
+    /// A string had no terminator within the allowed length.
+    #[error("string too long")]
+    TooLong,
+    #[error("reading the mapped file: {0}")]
+    File(#[from] FsError),
+}
+
+/// How a page is held.
+#[derive(Clone, Copy, Debug)]
+struct Page {
+    frame: Frame,
+    /// Someone else may see this frame: copy before the first write.
+    cow: bool,
+}
+
+/// Counters for `--profile`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MmStats {
+    /// Faults resolved by mapping memory.
+    pub faults_mapped: u64,
+    /// Faults that became signals.
+    pub faults_signalled: u64,
+    /// Pages mapped while resolving faults.
+    pub fault_pages: u64,
+    /// Pages copied on write.
+    pub cow_copies: u64,
+}
+
+/// The parts of the address space protected by the lock.
+struct State {
+    vmas: VmaMap,
+    pages: BTreeMap<u64, Page>,
+    brk_start: u64,
+    brk: u64,
+    stack_limit: u64,
+    stats: MmStats,
+}
+
+/// An application's address space.
+pub struct MemoryManager {
+    mf: Arc<MemoryFile>,
+    space: Arc<dyn AddressSpace>,
+    state: Mutex<State>,
+}
+
+/// What x86 page tables grant for a VMA access: write and execute imply
+/// read.
+fn effective(a: Access) -> Access {
+    Access { read: a.read || a.write || a.execute, ..a }
+}
+
+/// Arguments of an mmap that the memory manager needs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MapFlags {
+    pub fixed: bool,
+    pub fixed_noreplace: bool,
+    pub populate: bool,
+    pub grows_down: bool,
+}
+
+impl MemoryManager {
+    /// An empty address space running in `space`.
+    pub fn new(mf: Arc<MemoryFile>, space: Arc<dyn AddressSpace>, stack_limit: u64) -> Self {
+        MemoryManager {
+            mf,
+            space,
+            state: Mutex::new(State {
+                vmas: VmaMap::default(),
+                pages: BTreeMap::new(),
+                brk_start: 0,
+                brk: 0,
+                stack_limit,
+                stats: MmStats::default(),
+            }),
+        }
+    }
+
+    /// The platform address space.
+    pub fn space(&self) -> &Arc<dyn AddressSpace> {
+        &self.space
+    }
+
+    /// The memory file.
+    pub fn memory_file(&self) -> &Arc<MemoryFile> {
+        &self.mf
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    pub fn stats(&self) -> MmStats {
+        self.lock().stats
+    }
+
+    /// Copies of the VMAs, for /proc and tests.
+    pub fn vmas(&self) -> Vec<Vma> {
+        self.lock().vmas.iter().cloned().collect()
+    }
+
+    /// Pages currently backed by frames.
+    pub fn resident_pages(&self) -> usize {
+        self.lock().pages.len()
+    }
+
+    /// Sets the start of the heap (just above the executable).
+    pub fn set_brk_start(&self, addr: u64) {
+        let mut st = self.lock();
+        st.brk_start = addr;
+        st.brk = addr;
+    }
+
+    /// Changes the stack size limit (RLIMIT_STACK).
+    pub fn set_stack_limit(&self, limit: u64) {
+        self.lock().stack_limit = limit;
+    }
+
+    // ---- mapping ----
+
+    /// Maps `len` bytes with `access` and `backing`; returns the address.
+    pub fn map(&self, addr: u64, len: u64, access: Access, backing: Backing, flags: MapFlags) -> Result<u64, MmError> {
+        let len = page_up(len).filter(|l| *l > 0 && *l <= USER_TOP).ok_or(MmError::NoMemory)?;
+        let mut st = self.lock();
+        let start = if flags.fixed || flags.fixed_noreplace {
+            if addr % PAGE != 0 {
+                return Err(MmError::Invalid);
+            }
+            let end = addr.checked_add(len).filter(|e| *e <= USER_TOP).ok_or(MmError::NoMemory)?;
+            if addr < MMAP_MIN_ADDR {
+                return Err(MmError::TooLow);
+            }
+            if flags.fixed_noreplace && !st.vmas.is_free(addr, end) {
+                return Err(MmError::Exists);
+            }
+            self.unmap_locked(&mut st, addr, end);
+            addr
+        } else {
+            let hint = page_down(addr);
+            match hint.checked_add(len) {
+                Some(end) if hint >= MMAP_MIN_ADDR && end <= USER_TOP && st.vmas.is_free(hint, end) => hint,
+                _ => find_free(&st.vmas, len, MMAP_TOP).ok_or(MmError::NoMemory)?,
+            }
+        };
+        let mut vma = Vma::new(start, start + len, access, backing);
+        vma.grows_down = flags.grows_down;
+        if let Backing::File { shared: true, .. } = vma.backing {
+            vma.max_access = Access::ALL;
+        }
+        st.vmas.insert(vma);
+        st.vmas.merge_around(start, start + len);
+        if flags.populate && !access.is_none() {
+            self.populate_range(&mut st, start, start + len, access.write)?;
+        }
+        drop(st);
+        self.space.flush();
+        Ok(start)
+    }
+
+    /// Limits how far `mprotect` may raise the access of `[start, end)`.
+    pub fn set_max_access(&self, start: u64, end: u64, max: Access) {
+        self.lock().vmas.update(start, end, |v| v.max_access = max);
+    }
+
+    /// Sets the role of the VMAs in a range (stack, heap) for /proc.
+    pub fn set_role(&self, start: u64, end: u64, role: Role) {
+        self.lock().vmas.update(start, end, |v| v.role = role);
+    }
+
+    /// Unmaps `[addr, addr + len)`.
+    pub fn unmap(&self, addr: u64, len: u64) -> Result<(), MmError> {
+        if addr % PAGE != 0 || len == 0 {
+            return Err(MmError::Invalid);
+        }
+        let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(MmError::Invalid)?;
+        if end > USER_TOP {
+            return Err(MmError::Invalid);
+        }
+        let mut st = self.lock();
+        self.unmap_locked(&mut st, addr, end);
+        drop(st);
+        self.space.flush();
+        Ok(())
+    }
+
+    fn unmap_locked(&self, st: &mut State, start: u64, end: u64) {
+        st.vmas.remove(start, end);
+        self.drop_pages(st, start, end);
+    }
+
+    /// Forgets the pages of `[start, end)` and removes their mappings. The
+    /// caller flushes the address space.
+    fn drop_pages(&self, st: &mut State, start: u64, end: u64) {
+        let mut tail = st.pages.split_off(&start);
+        let mut rest = tail.split_off(&end);
+        st.pages.append(&mut rest);
+        if tail.is_empty() {
+            return;
+        }
+        self.space.unmap(start, end - start);
+        for p in tail.values() {
+            self.mf.dec_ref(p.frame);
+        }
+    }
+
+    /// Changes the access of `[addr, addr + len)`.
+    pub fn protect(&self, addr: u64, len: u64, access: Access) -> Result<(), MmError> {
+        if addr % PAGE != 0 {
+            return Err(MmError::Invalid);
+        }
+        let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(MmError::NoMemory)?;
+        if end > USER_TOP {
+            return Err(MmError::NoMemory);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        if !st.vmas.is_fully_mapped(addr, end) {
+            return Err(MmError::NoMemory);
+        }
+        if st.vmas.overlapping(addr, end).any(|v| !v.max_access.contains(access)) {
+            return Err(MmError::Denied);
+        }
+        st.vmas.update(addr, end, |v| v.access = access);
+        self.apply_access(&st, addr, end, access);
+        drop(st);
+        self.space.flush();
+        Ok(())
+    }
+
+    /// Makes the platform's view of the present pages in `[start, end)`
+    /// match `access`, keeping copy-on-write pages read-only.
+    fn apply_access(&self, st: &State, start: u64, end: u64, access: Access) {
+        let eff = effective(access);
+        let mut run: Option<(u64, u64, Access)> = None;
+        let flush = |r: Option<(u64, u64, Access)>| {
+            if let Some((s, e, a)) = r {
+                self.space.protect(s, e - s, a);
+            }
+        };
+        for (&va, p) in st.pages.range(start..end) {
+            let a = if p.cow && eff.write { eff.without_write() } else { eff };
+            run = match run {
+                Some((s, e, ra)) if e == va && ra == a => Some((s, va + PAGE, a)),
+                other => {
+                    flush(other);
+                    Some((va, va + PAGE, a))
+                }
+            };
+        }
+        flush(run);
+    }
+
+    /// Moves or resizes a mapping (mremap).
+    pub fn remap(
+        &self,
+        old: u64,
+        old_len: u64,
+        new_len: u64,
+        may_move: bool,
+        fixed: Option<u64>,
+    ) -> Result<u64, MmError> {
+        if old % PAGE != 0 {
+            return Err(MmError::Invalid);
+        }
+        let old_len = page_up(old_len).ok_or(MmError::Invalid)?;
+        let new_len = page_up(new_len).filter(|l| *l > 0).ok_or(MmError::Invalid)?;
+        let old_end = old.checked_add(old_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
+        let mut st = self.lock();
+        let vma = st.vmas.find(old).cloned().ok_or(MmError::Unmapped)?;
+        if old_end > vma.end {
+            return Err(MmError::Unmapped);
+        }
+        if let Some(dest) = fixed {
+            if dest % PAGE != 0 || !may_move {
+                return Err(MmError::Invalid);
+            }
+            let dest_end = dest.checked_add(new_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
+            if dest < old_end && old < dest_end {
+                return Err(MmError::Invalid);
+            }
+            self.unmap_locked(&mut st, dest, dest_end);
+            let r = self.move_locked(&mut st, &vma, old, old_len.min(new_len), dest, new_len);
+            if old_len > new_len {
+                self.unmap_locked(&mut st, old + new_len, old_end);
+            }
+            drop(st);
+            self.space.flush();
+            return r;
+        }
+        if new_len <= old_len {
+            self.unmap_locked(&mut st, old + new_len, old_end);
+            drop(st);
+            self.space.flush();
+            return Ok(old);
+        }
+        let grow_end = old.checked_add(new_len).filter(|e| *e <= USER_TOP);
+        if let Some(ge) = grow_end
+            && old_end == vma.end
+            && st.vmas.is_free(old_end, ge)
+        {
+            st.vmas.resize(vma.start, vma.start, ge);
+            return Ok(old);
+        }
+        if !may_move {
+            return Err(MmError::NoMemory);
+        }
+        let dest = find_free(&st.vmas, new_len, MMAP_TOP).ok_or(MmError::NoMemory)?;
+        let r = self.move_locked(&mut st, &vma, old, old_len, dest, new_len);
+        drop(st);
+        self.space.flush();
+        r
+    }
+
+    /// Moves `[old, old + len)` of `vma` to `dest` with size `new_len`.
+    fn move_locked(
+        &self,
+        st: &mut State,
+        vma: &Vma,
+        old: u64,
+        len: u64,
+        dest: u64,
+        new_len: u64,
+    ) -> Result<u64, MmError> {
+        let piece = st.vmas.remove(old, old + len);
+        let Some(first) = piece.first() else { return Err(MmError::Unmapped) };
+        let mut moved = first.clone();
+        moved.start = dest;
+        moved.end = dest + new_len;
+        moved.grows_down = false;
+        debug_assert_eq!(vma.access, moved.access);
+        st.vmas.insert(moved.clone());
+        let mut tail = st.pages.split_off(&old);
+        let mut rest = tail.split_off(&(old + len));
+        st.pages.append(&mut rest);
+        self.space.unmap(old, len);
+        let eff = effective(moved.access);
+        for (va, p) in tail {
+            let nva = va - old + dest;
+            st.pages.insert(nva, p);
+            if !moved.access.is_none() {
+                let a = if p.cow { eff.without_write() } else { eff };
+                self.space.map(nva, &[p.frame], a).map_err(|_| MmError::NoMemory)?;
+            }
+        }
+        Ok(dest)
+    }
+
+    /// Drops the pages of a range (MADV_DONTNEED): private memory reads as
+    /// zero or as the file again, shared memory is unaffected.
+    pub fn discard(&self, addr: u64, len: u64) -> Result<(), MmError> {
+        if addr % PAGE != 0 {
+            return Err(MmError::Invalid);
+        }
+        let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(MmError::Invalid)?;
+        let mut st = self.lock();
+        if !st.vmas.is_fully_mapped(addr, end) {
+            return Err(MmError::NoMemory);
+        }
+        self.drop_pages(&mut st, addr, end);
+        drop(st);
+        self.space.flush();
+        Ok(())
+    }
+
+    // ---- heap ----
+
+    /// The brk system call: moves the end of the heap and returns it.
+    pub fn brk(&self, new: u64) -> u64 {
+        let mut st = self.lock();
+        let cur = st.brk;
+        if new < st.brk_start {
+            return cur;
+        }
+        let (Some(old_end), Some(new_end)) = (page_up(cur), page_up(new)) else { return cur };
+        if new_end > old_end {
+            if new_end > MMAP_TOP || !st.vmas.is_free(old_end, new_end) {
+                return cur;
+            }
+            let mut v = Vma::new(old_end, new_end, Access::READ_WRITE, Backing::Anonymous);
+            v.role = Role::Heap;
+            st.vmas.insert(v);
+            st.vmas.merge_around(old_end, new_end);
+        } else if new_end < old_end {
+            self.unmap_locked(&mut st, new_end, old_end);
+        }
+        st.brk = new;
+        drop(st);
+        self.space.flush();
+        new
+    }
+
+    // ---- faults ----
+
+    /// Resolves a fault at `addr`: maps the page (and its neighbours) if the
+    /// VMAs allow `access`.
+    pub fn handle_fault(&self, addr: u64, access: Access) -> Result<(), MmError> {
+        let mut st = self.lock();
+        let r = self.fault_locked(&mut st, addr, access);
+        match r {
+            Ok(()) => st.stats.faults_mapped += 1,
+            Err(_) => st.stats.faults_signalled += 1,
+        }
+        r
+    }
+
+    fn fault_locked(&self, st: &mut State, addr: u64, access: Access) -> Result<(), MmError> {
+        if addr >= USER_TOP {
+            return Err(MmError::Unmapped);
+        }
+        let vma = match st.vmas.find(addr) {
+            Some(v) => v.clone(),
+            None => self.grow_stack(st, addr)?,
+        };
+        if !effective(vma.access).contains(access) {
+            return Err(MmError::Access);
+        }
+        let page = page_down(addr);
+        let around = match vma.backing {
+            Backing::File { .. } => FAULT_AROUND_FILE,
+            _ => FAULT_AROUND_ANON,
+        };
+        let window = around * PAGE;
+        let ws = (page & !(window - 1)).max(vma.start);
+        let we = ((page & !(window - 1)) + window).min(vma.end);
+        let before = st.stats.fault_pages;
+        self.populate_vma(st, &vma, ws, we, if access.write { Some(page) } else { None }, Some(page))?;
+        if st.stats.fault_pages == before {
+            // Nothing was missing: the platform lost a translation it should
+            // have had, or the access was a write to a copy-on-write page
+            // already resolved by another thread. Re-enter the page.
+            let p = st.pages.get(&page).copied().ok_or(MmError::Unmapped)?;
+            let eff = effective(vma.access);
+            let a = if p.cow { eff.without_write() } else { eff };
+            if !a.contains(access) {
+                return Err(MmError::Access);
+            }
+            self.space.map(page, &[p.frame], a).map_err(|_| MmError::NoMemory)?;
+        }
+        Ok(())
+    }
+
+    /// Extends the stack VMA down to cover `addr`, if it may.
+    fn grow_stack(&self, st: &mut State, addr: u64) -> Result<Vma, MmError> {
+        let next = st.vmas.first_ending_after(addr).cloned().ok_or(MmError::Unmapped)?;
+        if !next.grows_down || addr >= next.start {
+            return Err(MmError::Unmapped);
+        }
+        let new_start = page_down(addr);
+        if next.end - new_start > st.stack_limit {
+            return Err(MmError::Unmapped);
+        }
+        if let Some(prev) = st.vmas.last_before(next.start)
+            && prev.end + STACK_GUARD_GAP > new_start
+        {
+            return Err(MmError::Unmapped);
+        }
+        st.vmas.resize(next.start, new_start, next.end);
+        Ok(st.vmas.find(addr).expect("just grown").clone())
+    }
+
+    /// Makes every page of `[start, end)` present, and writable if `write`.
+    fn populate_range(&self, st: &mut State, start: u64, end: u64, write: bool) -> Result<(), MmError> {
+        let vmas: Vec<Vma> = st.vmas.overlapping(start, end).cloned().collect();
+        for v in vmas {
+            let s = v.start.max(start);
+            let e = v.end.min(end);
+            let mut va = s;
+            while va < e {
+                // Each page that must become writable is populated on its own
+                // so copy-on-write happens for exactly the pages written.
+                if write {
+                    self.populate_vma(st, &v, va, va + PAGE, Some(va), Some(va))?;
+                    va += PAGE;
+                } else {
+                    self.populate_vma(st, &v, s, e, None, Some(s))?;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Backs the missing pages of `[start, end)` (all within `vma`) and maps
+    /// them. `write_page` must end up writable (copy-on-write broken);
+    /// `required` must end up present, or the call fails.
+    fn populate_vma(
+        &self,
+        st: &mut State,
+        vma: &Vma,
+        start: u64,
+        end: u64,
+        write_page: Option<u64>,
+        required: Option<u64>,
+    ) -> Result<(), MmError> {
+        let mut new_pages: Vec<(u64, Page)> = Vec::new();
+        let mut anon_missing: Vec<u64> = Vec::new();
+        let mut va = start;
+        while va < end {
+            match st.pages.get(&va).copied() {
+                Some(p) if p.cow && write_page == Some(va) => {
+                    new_pages.push((va, self.break_cow(st, p)?));
+                }
+                Some(_) => {}
+                None => match &vma.backing {
+                    Backing::Anonymous => anon_missing.push(va),
+                    Backing::Shared { object, offset } => {
+                        let f = object.page((offset + (va - vma.start)) / PAGE)?;
+                        new_pages.push((va, Page { frame: f, cow: false }));
+                    }
+                    Backing::File { file, offset, shared } => {
+                        let index = (offset + (va - vma.start)) / PAGE;
+                        let Some(f) = file.page(index)? else {
+                            if required == Some(va) {
+                                return Err(MmError::BeyondEof);
+                            }
+                            break;
+                        };
+                        let page = if !shared && write_page == Some(va) {
+                            let copy = self.mf.allocate().map_err(|_| MmError::NoMemory)?;
+                            self.mf.copy_frame(f, copy);
+                            self.mf.dec_ref(f);
+                            st.stats.cow_copies += 1;
+                            Page { frame: copy, cow: false }
+                        } else {
+                            Page { frame: f, cow: !shared }
+                        };
+                        new_pages.push((va, page));
+                    }
+                },
+            }
+            va += PAGE;
+        }
+        if !anon_missing.is_empty() {
+            let mut frames = Vec::with_capacity(anon_missing.len());
+            self.mf.allocate_many(anon_missing.len(), &mut frames).map_err(|_| MmError::NoMemory)?;
+            new_pages.extend(anon_missing.into_iter().zip(frames).map(|(va, f)| (va, Page { frame: f, cow: false })));
+            new_pages.sort_by_key(|(va, _)| *va);
+        }
+        if new_pages.is_empty() {
+            return Ok(());
+        }
+        st.stats.fault_pages += new_pages.len() as u64;
+        let eff = effective(vma.access);
+        let mut i = 0;
+        while i < new_pages.len() {
+            let a = |p: &Page| if p.cow { eff.without_write() } else { eff };
+            let first_access = a(&new_pages[i].1);
+            let mut j = i + 1;
+            while j < new_pages.len()
+                && new_pages[j].0 == new_pages[j - 1].0 + PAGE
+                && a(&new_pages[j].1) == first_access
+            {
+                j += 1;
+            }
+            let frames: Vec<Frame> = new_pages[i..j].iter().map(|(_, p)| p.frame).collect();
+            if !vma.access.is_none() {
+                self.space.map(new_pages[i].0, &frames, first_access).map_err(|_| MmError::NoMemory)?;
+            }
+            i = j;
+        }
+        for (va, p) in new_pages {
+            if let Some(old) = st.pages.insert(va, p) {
+                self.mf.dec_ref(old.frame);
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives a copy-on-write page a frame of its own.
+    fn break_cow(&self, st: &mut State, p: Page) -> Result<Page, MmError> {
+        if self.mf.ref_count(p.frame) == 1 {
+            // Nobody else holds it any more: take it over. The caller's
+            // insert drops one reference, so take one to balance.
+            self.mf.inc_ref(p.frame);
+            return Ok(Page { frame: p.frame, cow: false });
+        }
+        let copy = self.mf.allocate().map_err(|_| MmError::NoMemory)?;
+        self.mf.copy_frame(p.frame, copy);
+        st.stats.cow_copies += 1;
+        Ok(Page { frame: copy, cow: false })
+    }
+
+    // ---- fork ----
+
+    /// A copy of this address space for a forked child, running in `space`.
+    /// Private pages become copy-on-write in both.
+    pub fn fork(&self, space: Arc<dyn AddressSpace>) -> Result<MemoryManager, MmError> {
+        let mut st = self.lock();
+        let mut child_pages = BTreeMap::new();
+        let vmas: Vec<Vma> = st.vmas.iter().cloned().collect();
+        let mut write_protect: Vec<(u64, u64, Access)> = Vec::new();
+        for v in &vmas {
+            let private = v.is_private();
+            let eff = effective(v.access);
+            let mut run: Option<(u64, Vec<Frame>, Access)> = None;
+            let keys: Vec<u64> = st.pages.range(v.start..v.end).map(|(k, _)| *k).collect();
+            for va in keys {
+                let p = st.pages.get_mut(&va).expect("present");
+                self.mf.inc_ref(p.frame);
+                if private {
+                    p.cow = true;
+                }
+                let cp = *p;
+                child_pages.insert(va, cp);
+                if v.access.is_none() {
+                    continue;
+                }
+                let a = if cp.cow { eff.without_write() } else { eff };
+                run = match run {
+                    Some((s, mut fr, ra)) if s + PAGE * fr.len() as u64 == va && ra == a => {
+                        fr.push(cp.frame);
+                        Some((s, fr, ra))
+                    }
+                    other => {
+                        if let Some((s, fr, ra)) = other {
+                            space.map(s, &fr, ra).map_err(|_| MmError::NoMemory)?;
+                        }
+                        Some((va, vec![cp.frame], a))
+                    }
+                };
+            }
+            if let Some((s, fr, ra)) = run {
+                space.map(s, &fr, ra).map_err(|_| MmError::NoMemory)?;
+            }
+            if private && eff.write {
+                write_protect.push((v.start, v.end, eff.without_write()));
+            }
+        }
+        for (s, e, a) in write_protect {
+            self.space.protect(s, e - s, a);
+        }
+        let child = MemoryManager {
+            mf: self.mf.clone(),
+            space,
+            state: Mutex::new(State {
+                vmas: st.vmas.clone(),
+                pages: child_pages,
+                brk_start: st.brk_start,
+                brk: st.brk,
+                stack_limit: st.stack_limit,
+                stats: MmStats::default(),
+            }),
+        };
+        drop(st);
+        self.space.flush();
+        Ok(child)
+    }
+}
+
+impl Drop for MemoryManager {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap();
+        self.space.unmap(0, USER_TOP);
+        for p in st.pages.values() {
+            self.mf.dec_ref(p.frame);
+        }
+        st.pages.clear();
+        self.space.flush();
+    }
+}
+
+/// The highest free range of `len` bytes below `top`.
+fn find_free(vmas: &VmaMap, len: u64, top: u64) -> Option<u64> {
+    let mut ceiling = top;
+    let mut cursor = vmas.last_before(top).cloned();
+    loop {
+        let floor = cursor.as_ref().map(|v| v.end).unwrap_or(MMAP_MIN_ADDR);
+        // A stack keeps a guard gap below it.
+        if ceiling >= floor + len && ceiling - len >= MMAP_MIN_ADDR {
+            return Some(ceiling - len);
+        }
+        let v = cursor?;
+        ceiling = v.start.min(ceiling);
+        if v.grows_down {
+            ceiling = ceiling.saturating_sub(STACK_GUARD_GAP);
+        }
+        cursor = vmas.last_before(v.start).cloned();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,343 @@
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use memory::{Frame, MemoryFile};
+use platform::{Access, AddressSpace, PlatformError};
+
+use super::*;
+use crate::fs::{FsError, MapName, Mappable};
+
+/// Records what the memory manager asks the platform to map.
+#[derive(Default)]
+struct FakeSpace {
+    ptes: Mutex<BTreeMap<u64, (Frame, Access)>>,
+}
+
+impl FakeSpace {
+    fn get(&self, va: u64) -> Option<(Frame, Access)> {
+        self.ptes.lock().unwrap().get(&va).copied()
+    }
+    fn count(&self) -> usize {
+        self.ptes.lock().unwrap().len()
+    }
+}
+
+impl AddressSpace for FakeSpace {
+    fn map(&self, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError> {
+        let mut p = self.ptes.lock().unwrap();
+        for (i, f) in frames.iter().enumerate() {
+            p.insert(va + 4096 * i as u64, (*f, access));
+        }
+        Ok(())
+    }
+    fn unmap(&self, va: u64, len: u64) {
+        let mut p = self.ptes.lock().unwrap();
+        let keys: Vec<u64> = p.range(va..va.saturating_add(len)).map(|(k, _)| *k).collect();
+        for k in keys {
+            p.remove(&k);
+        }
+    }
+    fn protect(&self, va: u64, len: u64, access: Access) {
+        let mut p = self.ptes.lock().unwrap();
+        let keys: Vec<u64> = p.range(va..va.saturating_add(len)).map(|(k, _)| *k).collect();
+        for k in keys {
+            if access.is_none() {
+                p.remove(&k);
+            } else {
+                p.get_mut(&k).unwrap().1 = access;
+            }
+        }
+    }
+    fn flush(&self) {}
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn setup() -> (Arc<MemoryFile>, Arc<FakeSpace>, MemoryManager) {
+    let mf = Arc::new(MemoryFile::new(4 << 30).unwrap());
+    let space = Arc::new(FakeSpace::default());
+    let mm = MemoryManager::new(mf.clone(), space.clone(), 8 << 20);
+    (mf, space, mm)
+}
+
+const RW: Access = Access::READ_WRITE;
+const R: Access = Access::READ;
+
+fn anon(mm: &MemoryManager, addr: u64, len: u64, access: Access) -> u64 {
+    let flags = MapFlags { fixed: addr != 0, ..Default::default() };
+    mm.map(addr, len, access, Backing::Anonymous, flags).unwrap()
+}
+
+#[test]
+fn fault_maps_a_window_of_pages() {
+    let (_, space, mm) = setup();
+    let a = anon(&mm, 0x100_0000, 1 << 20, RW);
+    mm.handle_fault(a + 5 * 4096 + 12, Access::READ).unwrap();
+    assert_eq!(space.count(), FAULT_AROUND_ANON as usize);
+    assert_eq!(space.get(a + 5 * 4096).unwrap().1, RW);
+    assert!(space.get(a + FAULT_AROUND_ANON * 4096).is_none(), "window stays aligned");
+}
+
+#[test]
+fn faults_outside_mappings_or_rights_are_errors() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0x100_0000, 4096, R);
+    assert!(matches!(mm.handle_fault(a + 4096, Access::READ), Err(MmError::Unmapped)));
+    assert!(matches!(mm.handle_fault(a, Access { write: true, ..Access::NONE }), Err(MmError::Access)));
+    assert!(matches!(mm.handle_fault(a, Access { execute: true, ..Access::NONE }), Err(MmError::Access)));
+    assert!(mm.handle_fault(a, Access::READ).is_ok());
+    assert_eq!(mm.stats().faults_signalled, 3);
+}
+
+#[test]
+fn copies_round_trip_across_pages() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0, 3 * 4096, RW);
+    let data: Vec<u8> = (0..6000u32).map(|i| i as u8).collect();
+    mm.copy_out(a + 4000, &data).unwrap();
+    let mut back = vec![0u8; 6000];
+    mm.copy_in(a + 4000, &mut back).unwrap();
+    assert_eq!(back, data);
+    assert!(matches!(mm.copy_out(a + 3 * 4096 - 1, &[1, 2]), Err(MmError::Unmapped)));
+    assert!(matches!(mm.copy_in(0x10, &mut [0]), Err(MmError::Unmapped)));
+    assert!(mm.copy_in(u64::MAX - 1, &mut [0; 4]).is_err(), "overflowing ranges are rejected");
+}
+
+#[test]
+fn copy_out_respects_protection() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0, 4096, R);
+    assert!(matches!(mm.copy_out(a, &[1]), Err(MmError::Access)));
+    mm.protect(a, 4096, RW).unwrap();
+    mm.copy_out(a, &[1]).unwrap();
+}
+
+#[test]
+fn cstrings_stop_at_the_terminator() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0, 4096, RW);
+    // "hi\0" ending exactly at the end of the only mapped page.
+    mm.copy_out(a + 4093, b"hi\0").unwrap();
+    assert_eq!(mm.read_cstring(a + 4093, 100).unwrap(), b"hi");
+    mm.copy_out(a + 4093, b"hi!").unwrap();
+    assert!(matches!(mm.read_cstring(a + 4093, 100), Err(MmError::Unmapped)));
+    mm.copy_out(a, &[b'x'; 200]).unwrap();
+    assert!(matches!(mm.read_cstring(a, 100), Err(MmError::TooLong)));
+}
+
+#[test]
+fn munmap_frees_frames_and_mappings() {
+    let (mf, space, mm) = setup();
+    let a = anon(&mm, 0, 64 * 4096, RW);
+    mm.copy_out(a, &vec![7u8; 64 * 4096]).unwrap();
+    assert_eq!(mf.stats().frames_in_use, 64);
+    mm.unmap(a + 16 * 4096, 16 * 4096).unwrap();
+    assert_eq!(mf.stats().frames_in_use, 48);
+    assert!(space.get(a + 16 * 4096).is_none());
+    assert!(matches!(mm.copy_in(a + 16 * 4096, &mut [0]), Err(MmError::Unmapped)));
+    assert_eq!(mm.vmas().len(), 2);
+    assert!(matches!(mm.unmap(a + 1, 4096), Err(MmError::Invalid)));
+    drop(mm);
+    assert_eq!(mf.stats().frames_in_use, 0, "dropping the address space frees every frame");
+}
+
+#[test]
+fn fixed_and_noreplace() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0x200_0000, 4 * 4096, RW);
+    mm.copy_out(a, b"old").unwrap();
+    let b = mm.map(a + 4096, 4096, R, Backing::Anonymous, MapFlags { fixed: true, ..Default::default() }).unwrap();
+    assert_eq!(b, a + 4096);
+    assert_eq!(mm.vmas().len(), 3);
+    let e = mm.map(a, 4096, R, Backing::Anonymous, MapFlags { fixed_noreplace: true, ..Default::default() });
+    assert!(matches!(e, Err(MmError::Exists)));
+    let e = mm.map(0x1000, 4096, R, Backing::Anonymous, MapFlags { fixed: true, ..Default::default() });
+    assert!(matches!(e, Err(MmError::TooLow)));
+    let mut buf = [0u8; 3];
+    mm.copy_in(a, &mut buf).unwrap();
+    assert_eq!(&buf, b"old", "pages outside the fixed mapping survive");
+}
+
+#[test]
+fn non_fixed_mappings_go_top_down_and_honour_free_hints() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0, 4096, RW);
+    let b = anon(&mm, 0, 4096, RW);
+    assert_eq!(a, MMAP_TOP - 4096);
+    assert_eq!(b, a - 4096);
+    let hinted = mm.map(0x3000_0000, 4096, RW, Backing::Anonymous, MapFlags::default()).unwrap();
+    assert_eq!(hinted, 0x3000_0000);
+    let taken = mm.map(0x3000_0000, 4096, RW, Backing::Anonymous, MapFlags::default()).unwrap();
+    assert_ne!(taken, 0x3000_0000);
+}
+
+#[test]
+fn mprotect_none_keeps_contents() {
+    let (_, space, mm) = setup();
+    let a = anon(&mm, 0, 4096, RW);
+    mm.copy_out(a, b"keep").unwrap();
+    mm.protect(a, 4096, Access::NONE).unwrap();
+    assert!(space.get(a).is_none());
+    assert!(mm.copy_in(a, &mut [0; 4]).is_err());
+    mm.protect(a, 4096, R).unwrap();
+    let mut buf = [0u8; 4];
+    mm.copy_in(a, &mut buf).unwrap();
+    assert_eq!(&buf, b"keep");
+    assert!(matches!(mm.protect(a, 8192, R), Err(MmError::NoMemory)), "holes are ENOMEM");
+}
+
+#[test]
+fn fork_is_copy_on_write() {
+    let (mf, space, mm) = setup();
+    let a = anon(&mm, 0, 2 * 4096, RW);
+    mm.copy_out(a, b"parent").unwrap();
+    let child_space = Arc::new(FakeSpace::default());
+    let child = mm.fork(child_space.clone()).unwrap();
+    let frames_after_fork = mf.stats().frames_in_use;
+    assert_eq!(space.get(a).unwrap().1, R, "parent page is write-protected");
+    assert_eq!(child_space.get(a).unwrap().1, R);
+    assert_eq!(space.get(a).unwrap().0, child_space.get(a).unwrap().0, "same frame until written");
+    child.copy_out(a, b"child!").unwrap();
+    assert_eq!(mf.stats().frames_in_use, frames_after_fork + 1);
+    let mut buf = [0u8; 6];
+    mm.copy_in(a, &mut buf).unwrap();
+    assert_eq!(&buf, b"parent", "the child's write is invisible to the parent");
+    child.copy_in(a, &mut buf).unwrap();
+    assert_eq!(&buf, b"child!");
+    assert_ne!(space.get(a).unwrap().0, child_space.get(a).unwrap().0);
+    drop(child);
+    // The parent's page is now referenced once: a write takes it over
+    // without copying.
+    mm.copy_out(a, b"again!").unwrap();
+    assert_eq!(mm.stats().cow_copies, 0);
+    assert_eq!(space.get(a).unwrap().1, RW);
+}
+
+#[test]
+fn shared_anonymous_memory_survives_fork() {
+    let (mf, _, mm) = setup();
+    let obj = SharedMemory::new(mf.clone());
+    let a = mm.map(0, 4096, RW, Backing::Shared { object: obj, offset: 0 }, MapFlags::default()).unwrap();
+    let child = mm.fork(Arc::new(FakeSpace::default())).unwrap();
+    child.copy_out(a, b"seen").unwrap();
+    let mut buf = [0u8; 4];
+    mm.copy_in(a, &mut buf).unwrap();
+    assert_eq!(&buf, b"seen");
+}
+
+#[test]
+fn brk_grows_and_shrinks() {
+    let (mf, _, mm) = setup();
+    mm.set_brk_start(0x60_0000);
+    assert_eq!(mm.brk(0), 0x60_0000);
+    assert_eq!(mm.brk(0x60_0000 + 10_000), 0x60_0000 + 10_000);
+    mm.copy_out(0x60_0000 + 9_999, &[1]).unwrap();
+    assert!(mm.copy_out(0x60_0000 + 12_288, &[1]).is_err(), "heap ends at the rounded brk");
+    assert_eq!(mm.brk(0x60_0000), 0x60_0000);
+    assert!(mm.copy_in(0x60_0000, &mut [0]).is_err());
+    assert_eq!(mf.stats().frames_in_use, 0);
+    anon(&mm, 0x60_4000, 4096, RW);
+    assert_eq!(mm.brk(0x60_8000), 0x60_0000, "brk refuses to grow over a mapping");
+}
+
+#[test]
+fn mremap_grows_in_place_or_moves() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0x100_0000, 4096, RW);
+    mm.copy_out(a, b"data").unwrap();
+    assert_eq!(mm.remap(a, 4096, 8192, false, None).unwrap(), a, "room after it: grows in place");
+    anon(&mm, a + 8192, 4096, RW);
+    assert!(matches!(mm.remap(a, 8192, 16384, false, None), Err(MmError::NoMemory)));
+    let b = mm.remap(a, 8192, 16384, true, None).unwrap();
+    assert_ne!(a, b);
+    let mut buf = [0u8; 4];
+    mm.copy_in(b, &mut buf).unwrap();
+    assert_eq!(&buf, b"data");
+    assert!(mm.copy_in(a, &mut buf).is_err(), "the old range is gone");
+    assert_eq!(mm.remap(b, 16384, 4096, false, None).unwrap(), b);
+    let c = mm.remap(b, 4096, 4096, true, Some(0x900_0000)).unwrap();
+    assert_eq!(c, 0x900_0000);
+    mm.copy_in(c, &mut buf).unwrap();
+    assert_eq!(&buf, b"data");
+}
+
+#[test]
+fn stack_grows_down_within_its_limit() {
+    let (_, _, mm) = setup();
+    let top = STACK_TOP;
+    mm.map(
+        top - 4096 * 4,
+        4096 * 4,
+        RW,
+        Backing::Anonymous,
+        MapFlags { fixed: true, grows_down: true, ..Default::default() },
+    )
+    .unwrap();
+    mm.handle_fault(top - 4096 * 100, Access { write: true, ..Access::NONE }).unwrap();
+    assert_eq!(mm.vmas()[0].start, top - 4096 * 100);
+    assert!(mm.handle_fault(top - (9 << 20), Access::READ).is_err(), "beyond RLIMIT_STACK");
+}
+
+#[test]
+fn discard_reads_zero_again() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0, 4096, RW);
+    mm.copy_out(a, b"junk").unwrap();
+    mm.discard(a, 4096).unwrap();
+    let mut buf = [9u8; 4];
+    mm.copy_in(a, &mut buf).unwrap();
+    assert_eq!(buf, [0; 4]);
+}
+
+#[test]
+fn sparse_gigabyte_costs_only_touched_pages() {
+    let (mf, _, mm) = setup();
+    let a = anon(&mm, 0, 1 << 30, RW);
+    for i in 0..4u64 {
+        mm.handle_fault(a + i * (256 << 20), Access { write: true, ..Access::NONE }).unwrap();
+    }
+    assert!(mf.stats().frames_in_use <= 4 * FAULT_AROUND_ANON);
+}
+
+struct TestFile {
+    mf: Arc<MemoryFile>,
+    pages: Vec<Frame>,
+}
+
+impl Mappable for TestFile {
+    fn page(&self, index: u64) -> Result<Option<Frame>, FsError> {
+        Ok(self.pages.get(index as usize).map(|f| {
+            self.mf.inc_ref(*f);
+            *f
+        }))
+    }
+    fn size(&self) -> u64 {
+        self.pages.len() as u64 * 4096
+    }
+    fn describe(&self) -> MapName {
+        MapName::default()
+    }
+}
+
+#[test]
+fn private_file_pages_copy_on_write_and_stop_at_eof() {
+    let (mf, space, mm) = setup();
+    let pages: Vec<Frame> = (0..2).map(|_| mf.allocate().unwrap()).collect();
+    mf.write(pages[0], 0, b"file");
+    let file = Arc::new(TestFile { mf: mf.clone(), pages });
+    let a = mm
+        .map(0, 4 * 4096, RW, Backing::File { file: file.clone(), offset: 0, shared: false }, MapFlags::default())
+        .unwrap();
+    let mut buf = [0u8; 4];
+    mm.copy_in(a, &mut buf).unwrap();
+    assert_eq!(&buf, b"file");
+    assert_eq!(space.get(a).unwrap().0, file.pages[0], "reads share the cache frame");
+    assert_eq!(space.get(a).unwrap().1, R, "read-only until written");
+    mm.copy_out(a, b"mine").unwrap();
+    assert_ne!(space.get(a).unwrap().0, file.pages[0]);
+    mf.read(file.pages[0], 0, &mut buf);
+    assert_eq!(&buf, b"file", "the file's page is untouched");
+    assert!(matches!(mm.handle_fault(a + 2 * 4096, Access::READ), Err(MmError::BeyondEof)));
+}
