@@ -1,1 +1,174 @@
-fn main() {}
+//! `cordon`: run unmodified Linux programs in a sandbox whose kernel is our
+//! own.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use sentry::sandbox::{Sandbox, SandboxConfig};
+use sentry::task::ExitStatus;
+
+#[derive(Parser)]
+#[command(name = "cordon", version, about = "Run Linux programs in a KVM sandbox with a kernel of its own")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run PROGRAM inside a new sandbox.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Host directory to use as the sandbox's root (default: the host's /,
+    /// read-only).
+    #[arg(long, value_name = "DIR")]
+    rootfs: Option<PathBuf>,
+    /// Start with an empty environment instead of the caller's.
+    #[arg(long)]
+    env_clear: bool,
+    /// Set an environment variable (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "NAME=VALUE")]
+    env: Vec<OsString>,
+    /// Working directory inside the sandbox (default: the caller's, when it
+    /// exists inside the root, else /).
+    #[arg(short = 'w', long = "workdir", value_name = "DIR")]
+    workdir: Option<OsString>,
+    /// Print each system call to stderr, as strace does.
+    #[arg(long)]
+    strace: bool,
+    /// Memory the sandbox may use, e.g. 4G or 512M (default: the host's RAM).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory: Option<u64>,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
+    command: Vec<OsString>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        Some('T' | 't') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    let bytes = n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))?;
+    if bytes < 64 << 20 {
+        return Err(format!("size '{s}' is below the 64M minimum"));
+    }
+    Ok(bytes)
+}
+
+/// The host's physical memory, the default sandbox memory size.
+fn host_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    if n > 0 { n as u64 * pages } else { 4 << 30 }
+}
+
+fn build_config(args: RunArgs) -> Result<SandboxConfig> {
+    let rootfs = args.rootfs.unwrap_or_else(|| PathBuf::from("/"));
+    let rootfs = rootfs.canonicalize().with_context(|| format!("--rootfs {}", rootfs.display()))?;
+    if !rootfs.is_dir() {
+        bail!("--rootfs {}: not a directory", rootfs.display());
+    }
+    let mut env: Vec<Vec<u8>> =
+        if args.env_clear { Vec::new() } else { std::env::vars_os().map(|(k, v)| kv(&k, &v)).collect() };
+    for e in &args.env {
+        let b = e.as_bytes();
+        let Some(eq) = b.iter().position(|c| *c == b'=') else { bail!("-e {}: expected NAME=VALUE", e.to_string_lossy()) };
+        if eq == 0 {
+            bail!("-e {}: empty variable name", e.to_string_lossy());
+        }
+        let name = &b[..=eq];
+        env.retain(|x| !x.starts_with(name));
+        env.push(b.to_vec());
+    }
+    let cwd = match args.workdir {
+        Some(w) => w.into_vec(),
+        None => default_cwd(&rootfs),
+    };
+    let command: Vec<Vec<u8>> = args.command.into_iter().map(OsString::into_vec).collect();
+    Ok(SandboxConfig {
+        rootfs,
+        program: command[0].clone(),
+        args: command,
+        env,
+        cwd,
+        strace: args.strace,
+        memory: args.memory.unwrap_or_else(host_memory),
+    })
+}
+
+fn kv(k: &OsString, v: &OsString) -> Vec<u8> {
+    let mut e = k.as_bytes().to_vec();
+    e.push(b'=');
+    e.extend_from_slice(v.as_bytes());
+    e
+}
+
+/// The caller's working directory, if it exists inside the root; else /.
+fn default_cwd(rootfs: &std::path::Path) -> Vec<u8> {
+    let Ok(cwd) = std::env::current_dir() else { return b"/".to_vec() };
+    if rootfs.join(cwd.strip_prefix("/").unwrap_or(&cwd)).is_dir() { cwd.into_os_string().into_vec() } else { b"/".to_vec() }
+}
+
+fn run(args: RunArgs) -> Result<ExitCode> {
+    let config = build_config(args)?;
+    let sandbox = match Sandbox::new(&config) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cordon: {e}");
+            return Ok(ExitCode::from(e.exit_code() as u8));
+        }
+    };
+    let status = sandbox.run();
+    if let ExitStatus::Signaled { signal, core } = status {
+        // As a shell reports it; SIGINT and SIGPIPE pass silently.
+        if signal != libc::SIGINT as u32 && signal != libc::SIGPIPE as u32 {
+            let mut msg = sentry::signal::describe(signal);
+            if core {
+                msg.push_str(" (core dumped)");
+            }
+            eprintln!("{msg}");
+        }
+    }
+    Ok(ExitCode::from(status.shell_code() as u8))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+            eprintln!("cordon: {first}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cordon: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

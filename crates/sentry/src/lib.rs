@@ -1,6 +1,16 @@
 //! The sentry: the sandbox's kernel. It implements the Linux ABI for the
 //! application, reached through a platform.
 
+pub mod abi;
+pub mod arch;
 pub mod errno;
+pub mod fd;
 pub mod fs;
+pub mod kernel;
+pub mod loader;
 pub mod mm;
+pub mod sandbox;
+pub mod signal;
+pub mod stats;
+pub mod syscalls;
+pub mod task;

@@ -1,10 +1,35 @@
 //! File systems: the VFS the application sees, built from the host root
 //! (read-only passthrough) and the sentry's own file systems.
+//!
+//! Names are resolved by the sentry itself, one component at a time, over
+//! [`Dentry`] chains that remember their parents. `..` therefore never asks
+//! the host, symlinks are expanded by the sentry against the sandbox root,
+//! and a path can never leave the root, whatever it contains.
 
+pub mod dentry;
+pub mod dev;
+pub mod host;
+pub mod path;
+pub mod proc;
+pub mod stdio;
+pub mod synthetic;
+
+use std::io::{IoSlice, IoSliceMut};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bitflags::bitflags;
+use linux_raw_sys::general as g;
 use memory::Frame;
 
+pub use dentry::{Dentry, Mount};
+pub use path::{Lookup, Resolver};
+
+use crate::errno::Errno;
+use crate::mm::MemoryManager;
+
 /// Errors of the file-system layer.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FsError {
     #[error("no such file or directory")]
     NotFound,
@@ -48,12 +73,18 @@ pub enum FsError {
     Overflow,
     /// An error the host reported for a passthrough operation.
     #[error("host: {0}")]
-    Host(crate::errno::Errno),
+    Host(Errno),
 }
 
 impl From<rustix::io::Errno> for FsError {
     fn from(e: rustix::io::Errno) -> Self {
-        FsError::Host(crate::errno::Errno::from_host(e))
+        FsError::Host(Errno::from_host(e))
+    }
+}
+
+impl From<crate::mm::MmError> for FsError {
+    fn from(_: crate::mm::MmError) -> Self {
+        FsError::Fault
     }
 }
 
@@ -75,4 +106,376 @@ pub trait Mappable: Send + Sync {
     fn size(&self) -> u64;
     /// Name and identity for /proc.
     fn describe(&self) -> MapName;
+}
+
+/// The type of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileType {
+    Regular,
+    Directory,
+    Symlink,
+    CharDevice,
+    BlockDevice,
+    Fifo,
+    Socket,
+}
+
+impl FileType {
+    /// The S_IF* bits.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::Regular => g::S_IFREG,
+            FileType::Directory => g::S_IFDIR,
+            FileType::Symlink => g::S_IFLNK,
+            FileType::CharDevice => g::S_IFCHR,
+            FileType::BlockDevice => g::S_IFBLK,
+            FileType::Fifo => g::S_IFIFO,
+            FileType::Socket => g::S_IFSOCK,
+        }
+    }
+
+    /// From S_IF* bits.
+    pub fn from_mode(mode: u32) -> FileType {
+        match mode & g::S_IFMT {
+            g::S_IFDIR => FileType::Directory,
+            g::S_IFLNK => FileType::Symlink,
+            g::S_IFCHR => FileType::CharDevice,
+            g::S_IFBLK => FileType::BlockDevice,
+            g::S_IFIFO => FileType::Fifo,
+            g::S_IFSOCK => FileType::Socket,
+            _ => FileType::Regular,
+        }
+    }
+
+    /// The d_type of a directory entry.
+    pub fn dirent_type(self) -> u8 {
+        (match self {
+            FileType::Regular => g::DT_REG,
+            FileType::Directory => g::DT_DIR,
+            FileType::Symlink => g::DT_LNK,
+            FileType::CharDevice => g::DT_CHR,
+            FileType::BlockDevice => g::DT_BLK,
+            FileType::Fifo => g::DT_FIFO,
+            FileType::Socket => g::DT_SOCK,
+        }) as u8
+    }
+}
+
+/// A point in time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timespec {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Timespec {
+    pub fn now() -> Timespec {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+        Timespec { sec: t.tv_sec, nsec: t.tv_nsec as u32 }
+    }
+}
+
+/// File metadata.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stat {
+    pub dev: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u64,
+    pub size: u64,
+    pub blksize: u32,
+    pub blocks: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub btime: Option<Timespec>,
+    /// Device major/minor of `dev`, as statx reports them.
+    pub mount_id: u64,
+}
+
+impl Stat {
+    pub fn file_type(&self) -> FileType {
+        FileType::from_mode(self.mode)
+    }
+
+    /// As the x86_64 `struct stat`.
+    pub fn to_abi(&self) -> g::stat {
+        let mut s = <g::stat as crate::abi::Pod>::zeroed();
+        s.st_dev = self.dev as _;
+        s.st_ino = self.ino as _;
+        s.st_nlink = self.nlink as _;
+        s.st_mode = self.mode as _;
+        s.st_uid = self.uid as _;
+        s.st_gid = self.gid as _;
+        s.st_rdev = self.rdev as _;
+        s.st_size = self.size as _;
+        s.st_blksize = self.blksize as _;
+        s.st_blocks = self.blocks as _;
+        s.st_atime = self.atime.sec as _;
+        s.st_atime_nsec = self.atime.nsec as _;
+        s.st_mtime = self.mtime.sec as _;
+        s.st_mtime_nsec = self.mtime.nsec as _;
+        s.st_ctime = self.ctime.sec as _;
+        s.st_ctime_nsec = self.ctime.nsec as _;
+        s
+    }
+
+    /// As `struct statx`, with the fields `mask` asked for (all are filled;
+    /// the mask says which are valid).
+    pub fn to_statx(&self) -> g::statx {
+        let mut s = <g::statx as crate::abi::Pod>::zeroed();
+        let ts = |t: Timespec| {
+            let mut x = <g::statx_timestamp as crate::abi::Pod>::zeroed();
+            x.tv_sec = t.sec;
+            x.tv_nsec = t.nsec;
+            x
+        };
+        s.stx_mask = g::STATX_BASIC_STATS | if self.btime.is_some() { g::STATX_BTIME } else { 0 };
+        s.stx_blksize = self.blksize;
+        s.stx_nlink = self.nlink as u32;
+        s.stx_uid = self.uid;
+        s.stx_gid = self.gid;
+        s.stx_mode = self.mode as u16;
+        s.stx_ino = self.ino;
+        s.stx_size = self.size;
+        s.stx_blocks = self.blocks;
+        s.stx_atime = ts(self.atime);
+        s.stx_mtime = ts(self.mtime);
+        s.stx_ctime = ts(self.ctime);
+        if let Some(b) = self.btime {
+            s.stx_btime = ts(b);
+        }
+        s.stx_rdev_major = dev_major(self.rdev);
+        s.stx_rdev_minor = dev_minor(self.rdev);
+        s.stx_dev_major = dev_major(self.dev);
+        s.stx_dev_minor = dev_minor(self.dev);
+        s
+    }
+}
+
+/// Major number of an encoded device number.
+pub fn dev_major(d: u64) -> u32 {
+    (((d >> 32) & 0xffff_f000) | ((d >> 8) & 0xfff)) as u32
+}
+
+/// Minor number of an encoded device number.
+pub fn dev_minor(d: u64) -> u32 {
+    (((d >> 12) & 0xffff_ff00) | (d & 0xff)) as u32
+}
+
+/// Encodes a device number.
+pub fn makedev(major: u32, minor: u32) -> u64 {
+    let (ma, mi) = (major as u64, minor as u64);
+    ((ma & 0xffff_f000) << 32) | ((ma & 0xfff) << 8) | ((mi & 0xffff_ff00) << 12) | (mi & 0xff)
+}
+
+bitflags! {
+    /// open(2) flags.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct OpenFlags: u32 {
+        const WRONLY = g::O_WRONLY;
+        const RDWR = g::O_RDWR;
+        const CREAT = g::O_CREAT;
+        const EXCL = g::O_EXCL;
+        const NOCTTY = g::O_NOCTTY;
+        const TRUNC = g::O_TRUNC;
+        const APPEND = g::O_APPEND;
+        const NONBLOCK = g::O_NONBLOCK;
+        const DSYNC = g::O_DSYNC;
+        const ASYNC = g::FASYNC;
+        const DIRECT = g::O_DIRECT;
+        const LARGEFILE = g::O_LARGEFILE;
+        const DIRECTORY = g::O_DIRECTORY;
+        const NOFOLLOW = g::O_NOFOLLOW;
+        const NOATIME = g::O_NOATIME;
+        const CLOEXEC = g::O_CLOEXEC;
+        const SYNC = g::O_SYNC;
+        const PATH = g::O_PATH;
+        const TMPFILE = g::__O_TMPFILE;
+    }
+}
+
+impl OpenFlags {
+    /// The access mode bits.
+    pub fn access_mode(self) -> u32 {
+        self.bits() & g::O_ACCMODE
+    }
+    pub fn readable(self) -> bool {
+        !self.contains(OpenFlags::PATH) && self.access_mode() != g::O_WRONLY
+    }
+    pub fn writable(self) -> bool {
+        !self.contains(OpenFlags::PATH) && matches!(self.access_mode(), g::O_WRONLY | g::O_RDWR)
+    }
+    /// True if opening with these flags would modify the file system.
+    pub fn modifies(self) -> bool {
+        self.writable() || self.intersects(OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::TMPFILE)
+    }
+    /// Flags F_GETFL reports and F_SETFL may change.
+    pub const STATUS: OpenFlags = OpenFlags::APPEND
+        .union(OpenFlags::NONBLOCK)
+        .union(OpenFlags::ASYNC)
+        .union(OpenFlags::DIRECT)
+        .union(OpenFlags::NOATIME);
+}
+
+/// File-system statistics (statfs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatFs {
+    pub fs_type: u64,
+    pub block_size: u64,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    pub blocks_avail: u64,
+    pub files: u64,
+    pub files_free: u64,
+    pub name_max: u64,
+    pub flags: u64,
+}
+
+/// An object in a file system.
+pub trait Inode: Send + Sync + 'static {
+    /// The file's type; never changes.
+    fn file_type(&self) -> FileType;
+    /// Current metadata.
+    fn stat(&self) -> Result<Stat, FsError>;
+    /// The child called `name` (never "." or "..").
+    fn lookup(&self, _name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
+        Err(FsError::NotDirectory)
+    }
+    /// The target of a symlink.
+    fn read_link(&self) -> Result<Vec<u8>, FsError> {
+        Err(FsError::Invalid)
+    }
+    /// Links of /proc that lead straight to an object (/proc/self/fd/N,
+    /// /proc/self/cwd, ...), bypassing the link text.
+    fn magic_link(&self) -> Option<Result<Arc<Dentry>, FsError>> {
+        None
+    }
+    /// Opens the object. `dentry` is where it was found.
+    fn open(&self, dentry: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError>;
+    /// access(2) for mode bits R_OK/W_OK/X_OK (4/2/1).
+    fn access(&self, mode: u32) -> Result<(), FsError> {
+        let st = self.stat()?;
+        check_mode(&st, mode)
+    }
+    /// statfs(2).
+    fn statfs(&self) -> Result<StatFs, FsError> {
+        Ok(StatFs { block_size: 4096, name_max: 255, ..Default::default() })
+    }
+    /// True if the file system refuses every modification.
+    fn read_only(&self) -> bool {
+        true
+    }
+}
+
+/// Classic owner/group/other permission check against the sandbox's
+/// credentials (the caller's own).
+pub fn check_mode(st: &Stat, mode: u32) -> Result<(), FsError> {
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    let want = mode & 7;
+    if uid == 0 {
+        // root may do anything but execute a file nobody may execute.
+        if want & 1 != 0 && st.file_type() != FileType::Directory && st.mode & 0o111 == 0 {
+            return Err(FsError::PermissionDenied);
+        }
+        return Ok(());
+    }
+    let bits = if st.uid == uid {
+        (st.mode >> 6) & 7
+    } else if st.gid == gid {
+        (st.mode >> 3) & 7
+    } else {
+        st.mode & 7
+    };
+    if bits & want == want { Ok(()) } else { Err(FsError::PermissionDenied) }
+}
+
+/// How an open file behaves.
+pub trait FileOps: Send + Sync {
+    /// Reads at `offset` into `bufs`.
+    fn read(&self, _file: &OpenFile, _bufs: &mut [IoSliceMut<'_>], _offset: u64) -> Result<usize, FsError> {
+        Err(FsError::Invalid)
+    }
+    /// Writes `bufs` at `offset`.
+    fn write(&self, _file: &OpenFile, _bufs: &[IoSlice<'_>], _offset: u64) -> Result<usize, FsError> {
+        Err(FsError::Invalid)
+    }
+    /// Metadata of the open object.
+    fn stat(&self) -> Result<Stat, FsError>;
+    /// True if reads and writes use the file offset (regular files and
+    /// directories); false for streams.
+    fn seekable(&self) -> bool {
+        false
+    }
+    /// Fills `buf` with linux_dirent64 records from the directory position
+    /// `*pos`, advancing it; returns bytes written.
+    fn getdents(&self, _pos: &mut u64, _buf: &mut [u8]) -> Result<usize, FsError> {
+        Err(FsError::NotDirectory)
+    }
+    /// Handles an ioctl. `mm` reaches the argument in application memory.
+    fn ioctl(&self, _file: &OpenFile, _mm: &MemoryManager, _cmd: u32, _arg: u64) -> Result<u64, FsError> {
+        Err(FsError::NotTty)
+    }
+    /// The pages of the file, if it can be mapped.
+    fn mappable(&self) -> Option<Arc<dyn Mappable>> {
+        None
+    }
+    /// Bytes that can be read without blocking (FIONREAD), if known.
+    fn readable_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// True if mapping the file gives anonymous memory (/dev/zero).
+    fn anonymous_mapping(&self) -> bool {
+        false
+    }
+    /// Repositions a file that keeps its own offset on the host (streams
+    /// passed through from the caller). Offset-based files never get here.
+    fn seek_stream(&self, _offset: i64, _whence: u32) -> Result<u64, FsError> {
+        Err(FsError::NotSeekable)
+    }
+}
+
+/// An open file description: shared by descriptors made by dup and fork.
+pub struct OpenFile {
+    pub ops: Arc<dyn FileOps>,
+    /// Where the file was opened from (for /proc/self/fd and fchdir).
+    pub dentry: Option<Arc<Dentry>>,
+    flags: AtomicU32,
+    pub offset: Mutex<u64>,
+}
+
+impl OpenFile {
+    pub fn new(ops: Arc<dyn FileOps>, dentry: Option<Arc<Dentry>>, flags: OpenFlags) -> Arc<Self> {
+        let kept = flags & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC | OpenFlags::CLOEXEC);
+        Arc::new(OpenFile { ops, dentry, flags: AtomicU32::new(kept.bits()), offset: Mutex::new(0) })
+    }
+
+    /// Flags as F_GETFL reports them.
+    pub fn flags(&self) -> OpenFlags {
+        OpenFlags::from_bits_retain(self.flags.load(Ordering::Relaxed))
+    }
+
+    /// F_SETFL: changes the status flags only.
+    pub fn set_status_flags(&self, new: OpenFlags) {
+        let cur = self.flags();
+        let v = (cur & !OpenFlags::STATUS) | (new & OpenFlags::STATUS);
+        self.flags.store(v.bits(), Ordering::Relaxed);
+    }
+
+    pub fn readable(&self) -> bool {
+        self.flags().readable()
+    }
+
+    pub fn writable(&self) -> bool {
+        self.flags().writable()
+    }
+
+    /// The sandbox path the file was opened at.
+    pub fn path(&self) -> Option<Vec<u8>> {
+        self.dentry.as_ref().map(|d| d.path())
+    }
 }

@@ -232,3 +232,17 @@ impl MemoryManager {
         Ok(Pinned { mf: self.mf.clone(), pieces, frames, len })
     }
 }
+
+impl MemoryManager {
+    /// Reads a C structure of the Linux ABI.
+    pub fn read_pod<T: crate::abi::Pod>(&self, addr: u64) -> Result<T, MmError> {
+        let mut buf = vec![0u8; size_of::<T>()];
+        self.copy_in(addr, &mut buf)?;
+        Ok(crate::abi::from_bytes(&buf))
+    }
+
+    /// Writes a C structure of the Linux ABI.
+    pub fn write_pod<T: crate::abi::Pod>(&self, addr: u64, v: &T) -> Result<(), MmError> {
+        self.copy_out(addr, crate::abi::bytes_of(v))
+    }
+}

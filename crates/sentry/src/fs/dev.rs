@@ -1,0 +1,95 @@
+//! /dev: the devices the sentry serves itself. Nothing here reaches a host
+//! device.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::sync::Arc;
+
+use super::synthetic::{DeviceNode, SynthDir, SynthSymlink};
+use super::{FileOps, FsError, Inode, OpenFile, Stat, makedev};
+
+/// Which memory device a file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemDevice {
+    /// Reads end at once, writes vanish.
+    Null,
+    /// Reads zeros, writes vanish; mapping it gives anonymous memory.
+    Zero,
+    /// Reads zeros, writes fail with ENOSPC.
+    Full,
+    /// Reads random bytes from the host's CSPRNG, writes vanish.
+    Random,
+}
+
+struct MemDeviceFile {
+    kind: MemDevice,
+    stat: Stat,
+}
+
+impl FileOps for MemDeviceFile {
+    fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        let mut n = 0;
+        for b in bufs.iter_mut() {
+            match self.kind {
+                MemDevice::Null => return Ok(0),
+                MemDevice::Zero | MemDevice::Full => b.fill(0),
+                MemDevice::Random => {
+                    let mut done = 0;
+                    while done < b.len() {
+                        done += rustix::rand::getrandom(&mut b[done..], rustix::rand::GetRandomFlags::empty())?;
+                    }
+                }
+            }
+            n += b.len();
+        }
+        Ok(n)
+    }
+
+    fn write(&self, _: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+        if self.kind == MemDevice::Full {
+            return Err(FsError::Host(crate::errno::Errno::ENOSPC));
+        }
+        Ok(bufs.iter().map(|b| b.len()).sum())
+    }
+
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(self.stat)
+    }
+
+    fn seekable(&self) -> bool {
+        // lseek on these succeeds and the offset is meaningless.
+        true
+    }
+
+    fn anonymous_mapping(&self) -> bool {
+        self.kind == MemDevice::Zero
+    }
+}
+
+fn mem_device(kind: MemDevice, minor: u32) -> Arc<dyn Inode> {
+    let rdev = makedev(1, minor);
+    let node: Arc<std::sync::OnceLock<Stat>> = Arc::new(std::sync::OnceLock::new());
+    let n2 = node.clone();
+    let inode = DeviceNode::new(0o666, rdev, move |_| {
+        let stat = *n2.get().expect("stat set at creation");
+        Ok(Arc::new(MemDeviceFile { kind, stat }) as Arc<dyn FileOps>)
+    });
+    let _ = node.set(inode.stat().expect("device stat"));
+    inode
+}
+
+/// The root of /dev.
+pub fn new_devfs() -> Arc<dyn Inode> {
+    let entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![
+        (b"null".to_vec(), mem_device(MemDevice::Null, 3)),
+        (b"zero".to_vec(), mem_device(MemDevice::Zero, 5)),
+        (b"full".to_vec(), mem_device(MemDevice::Full, 7)),
+        (b"random".to_vec(), mem_device(MemDevice::Random, 8)),
+        (b"urandom".to_vec(), mem_device(MemDevice::Random, 9)),
+        (b"stdin".to_vec(), SynthSymlink::new(b"/proc/self/fd/0")),
+        (b"stdout".to_vec(), SynthSymlink::new(b"/proc/self/fd/1")),
+        (b"stderr".to_vec(), SynthSymlink::new(b"/proc/self/fd/2")),
+        (b"fd".to_vec(), SynthSymlink::new(b"/proc/self/fd")),
+        (b"pts".to_vec(), SynthDir::new(vec![]) as Arc<dyn Inode>),
+    ];
+    SynthDir::new(entries)
+}

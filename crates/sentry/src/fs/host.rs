@@ -1,0 +1,372 @@
+//! The host root, passed through read-only.
+//!
+//! Every host object the sentry touches is named by an `O_PATH` descriptor.
+//! A lookup opens one name relative to its parent's descriptor with
+//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, so the host never follows a
+//! symlink or `..` on the sandbox's behalf: the sentry's resolver does that,
+//! inside the sandbox. Only regular files, directories and symlinks are
+//! exposed, and files on host kernel pseudo-file-systems (a procfs or sysfs
+//! mounted somewhere under the root) are refused.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
+
+use memory::{Frame, MemoryFile, PAGE_SIZE};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags};
+
+use super::{Dentry, FileOps, FileType, FsError, Inode, MapName, Mappable, OpenFile, OpenFlags, Stat, StatFs, Timespec};
+use crate::errno::Errno;
+
+/// Page caches of recently mapped files kept alive after their last user
+/// goes, so short-lived processes (a shell's children) find libc cached.
+const RECENT_CACHES: usize = 64;
+
+/// statfs f_type values of host pseudo-file-systems never exposed.
+const REFUSED_FS_TYPES: &[i64] = &[
+    0x9fa0,     // proc
+    0x6265_6572, // sysfs
+    0x6462_6720, // debugfs
+    0x7363_6673, // securityfs
+    0x7472_6163, // tracefs
+    0x27e0eb,   // cgroup
+    0x6367_7270, // cgroup2
+    0xcafe_4a11, // bpf
+    0x1cd1,     // devpts
+    0x6265_6570, // configfs
+    0x6573_5543, // fusectl
+    0x6165_676c, // pstore
+    0xde5e_81e4, // efivarfs
+    0x4249_4e4d, // binfmt_misc
+];
+
+/// The host file system as the sandbox sees it.
+pub struct HostFs {
+    proc_fd: OwnedFd,
+    mf: Arc<MemoryFile>,
+    caches: Mutex<HashMap<(u64, u64), Weak<PageCache>>>,
+    recent: Mutex<VecDeque<Arc<PageCache>>>,
+}
+
+impl HostFs {
+    /// Opens `root` and returns the file system and its root inode.
+    pub fn new(root: &Path, mf: Arc<MemoryFile>) -> Result<Arc<dyn Inode>, FsError> {
+        let proc_fd = rustix::fs::open("/proc/self/fd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let fs = Arc::new(HostFs { proc_fd, mf, caches: Mutex::new(HashMap::new()), recent: Mutex::new(VecDeque::new()) });
+        Ok(Arc::new(HostInode::from_fd(fs, fd)?))
+    }
+
+    /// Opens the object behind an O_PATH descriptor for real.
+    fn reopen(&self, fd: &OwnedFd, flags: OFlags) -> Result<OwnedFd, FsError> {
+        let name = fd.as_raw_fd().to_string();
+        Ok(rustix::fs::openat(&self.proc_fd, name.as_str(), flags | OFlags::CLOEXEC, Mode::empty())?)
+    }
+
+    fn page_cache(self: &Arc<Self>, inode: &HostInode) -> Result<Arc<PageCache>, FsError> {
+        let st = inode.stat()?;
+        let key = (st.dev, st.ino);
+        let mut caches = self.caches.lock().unwrap();
+        if let Some(c) = caches.get(&key).and_then(Weak::upgrade)
+            && c.size == st.size
+            && c.mtime == st.mtime
+        {
+            return Ok(c);
+        }
+        let fd = self.reopen(&inode.fd, OFlags::RDONLY)?;
+        let c = Arc::new(PageCache {
+            mf: self.mf.clone(),
+            fd,
+            size: st.size,
+            mtime: st.mtime,
+            name: MapName { path: String::new(), dev: st.dev, ino: st.ino },
+            pages: Mutex::new(HashMap::new()),
+        });
+        caches.insert(key, Arc::downgrade(&c));
+        caches.retain(|_, w| w.strong_count() > 0);
+        drop(caches);
+        let mut recent = self.recent.lock().unwrap();
+        recent.push_back(c.clone());
+        if recent.len() > RECENT_CACHES {
+            recent.pop_front();
+        }
+        Ok(c)
+    }
+}
+
+/// An object of the host root.
+pub struct HostInode {
+    fs: Arc<HostFs>,
+    fd: OwnedFd,
+    ftype: FileType,
+}
+
+fn stat_from(x: &rustix::fs::Statx) -> Stat {
+    let ts = |t: rustix::fs::StatxTimestamp| Timespec { sec: t.tv_sec, nsec: t.tv_nsec };
+    Stat {
+        dev: super::makedev(x.stx_dev_major, x.stx_dev_minor),
+        ino: x.stx_ino,
+        mode: x.stx_mode as u32,
+        nlink: x.stx_nlink as u64,
+        uid: x.stx_uid,
+        gid: x.stx_gid,
+        rdev: super::makedev(x.stx_rdev_major, x.stx_rdev_minor),
+        size: x.stx_size,
+        blksize: x.stx_blksize,
+        blocks: x.stx_blocks,
+        atime: ts(x.stx_atime),
+        mtime: ts(x.stx_mtime),
+        ctime: ts(x.stx_ctime),
+        btime: (x.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0).then(|| ts(x.stx_btime)),
+        mount_id: 0,
+    }
+}
+
+fn statx_fd(fd: &OwnedFd) -> Result<Stat, FsError> {
+    let x = rustix::fs::statx(
+        fd,
+        "",
+        AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+    )?;
+    Ok(stat_from(&x))
+}
+
+impl HostInode {
+    fn from_fd(fs: Arc<HostFs>, fd: OwnedFd) -> Result<Self, FsError> {
+        let st = statx_fd(&fd)?;
+        Ok(HostInode { fs, fd, ftype: st.file_type() })
+    }
+
+    fn check_fs_type(fd: &OwnedFd) -> Result<(), FsError> {
+        let sfs = rustix::fs::fstatfs(fd)?;
+        if REFUSED_FS_TYPES.contains(&(sfs.f_type as i64)) {
+            return Err(FsError::PermissionDenied);
+        }
+        Ok(())
+    }
+}
+
+impl Inode for HostInode {
+    fn file_type(&self) -> FileType {
+        self.ftype
+    }
+
+    fn stat(&self) -> Result<Stat, FsError> {
+        statx_fd(&self.fd)
+    }
+
+    fn lookup(&self, name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
+        if self.ftype != FileType::Directory {
+            return Err(FsError::NotDirectory);
+        }
+        debug_assert!(!name.contains(&b'/') && name != b"." && name != b"..");
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        let fd = match rustix::fs::openat2(&self.fd, name, flags, Mode::empty(), resolve) {
+            Err(rustix::io::Errno::NOSYS) => rustix::fs::openat(&self.fd, name, flags, Mode::empty())?,
+            r => r?,
+        };
+        Ok(Arc::new(HostInode::from_fd(self.fs.clone(), fd)?))
+    }
+
+    fn read_link(&self) -> Result<Vec<u8>, FsError> {
+        if self.ftype != FileType::Symlink {
+            return Err(FsError::Invalid);
+        }
+        Ok(rustix::fs::readlinkat(&self.fd, "", Vec::new())?.into_bytes())
+    }
+
+    fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        if flags.contains(OpenFlags::PATH) {
+            let stat = self.stat()?;
+            return Ok(Arc::new(PathFile { stat }));
+        }
+        if flags.writable() || flags.contains(OpenFlags::TRUNC) {
+            return Err(if self.ftype == FileType::Directory { FsError::IsDirectory } else { FsError::ReadOnly });
+        }
+        match self.ftype {
+            FileType::Regular => {
+                let fd = self.fs.reopen(&self.fd, OFlags::RDONLY)?;
+                Self::check_fs_type(&fd)?;
+                Ok(Arc::new(HostFile { fd, inode: HostInode { fs: self.fs.clone(), fd: self.fd.try_clone().map_err(|e| FsError::Host(Errno::from_io(&e)))?, ftype: self.ftype } }))
+            }
+            FileType::Directory => {
+                let fd = self.fs.reopen(&self.fd, OFlags::RDONLY | OFlags::DIRECTORY)?;
+                Self::check_fs_type(&fd)?;
+                Ok(Arc::new(HostDir { fd, pos: Mutex::new(0) }))
+            }
+            FileType::Symlink => Err(FsError::Loop),
+            _ => Err(FsError::PermissionDenied),
+        }
+    }
+
+    fn access(&self, mode: u32) -> Result<(), FsError> {
+        if mode & 2 != 0 {
+            return Err(FsError::ReadOnly);
+        }
+        // faccessat2 on the O_PATH descriptor itself (rustix's wrapper does
+        // not pass AT_EMPTY_PATH through).
+        // SAFETY: the descriptor is open for the duration of the call and
+        // the path is a valid empty C string.
+        let r = unsafe {
+            libc::syscall(libc::SYS_faccessat2, self.fd.as_raw_fd(), c"".as_ptr(), (mode & 5) as libc::c_int, libc::AT_EMPTY_PATH)
+        };
+        if r < 0 {
+            return Err(FsError::Host(Errno::from_io(&std::io::Error::last_os_error())));
+        }
+        Ok(())
+    }
+
+    fn statfs(&self) -> Result<StatFs, FsError> {
+        let s = rustix::fs::fstatfs(&self.fd)?;
+        Ok(StatFs {
+            fs_type: s.f_type as u64,
+            block_size: s.f_bsize as u64,
+            blocks: s.f_blocks,
+            blocks_free: s.f_bfree,
+            blocks_avail: s.f_bavail,
+            files: s.f_files,
+            files_free: s.f_ffree,
+            name_max: s.f_namelen as u64,
+            flags: s.f_flags as u64 | linux_raw_sys::general::MS_RDONLY as u64,
+        })
+    }
+}
+
+/// An O_PATH descriptor: a name, nothing more.
+struct PathFile {
+    stat: Stat,
+}
+
+impl FileOps for PathFile {
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(self.stat)
+    }
+    fn read(&self, _: &OpenFile, _: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        Err(FsError::BadFd)
+    }
+}
+
+/// An open regular file of the host.
+struct HostFile {
+    fd: OwnedFd,
+    inode: HostInode,
+}
+
+impl FileOps for HostFile {
+    fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+        loop {
+            match rustix::io::preadv(&self.fd, bufs, offset) {
+                Err(rustix::io::Errno::INTR) => continue,
+                r => return Ok(r?),
+            }
+        }
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        statx_fd(&self.fd)
+    }
+    fn seekable(&self) -> bool {
+        true
+    }
+    fn mappable(&self) -> Option<Arc<dyn Mappable>> {
+        self.inode.fs.page_cache(&self.inode).ok().map(|c| c as Arc<dyn Mappable>)
+    }
+    fn readable_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// An open directory of the host. The host descriptor's position is the
+/// directory position.
+struct HostDir {
+    fd: OwnedFd,
+    pos: Mutex<u64>,
+}
+
+impl FileOps for HostDir {
+    fn stat(&self) -> Result<Stat, FsError> {
+        statx_fd(&self.fd)
+    }
+    fn seekable(&self) -> bool {
+        true
+    }
+    fn getdents(&self, pos: &mut u64, buf: &mut [u8]) -> Result<usize, FsError> {
+        let mut host_pos = self.pos.lock().unwrap();
+        if *host_pos != *pos {
+            rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(*pos))?;
+        }
+        // SAFETY: getdents64 writes at most buf.len() bytes into buf, a valid
+        // exclusive buffer; the descriptor is an open directory.
+        let n = unsafe {
+            libc::syscall(libc::SYS_getdents64, self.fd.as_fd().as_raw_fd(), buf.as_mut_ptr(), buf.len())
+        };
+        if n < 0 {
+            return Err(FsError::Host(Errno::from_io(&std::io::Error::last_os_error())));
+        }
+        *pos = rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Current(0))?;
+        *host_pos = *pos;
+        Ok(n as usize)
+    }
+}
+
+/// The pages of one host file, read into frames of the memory file once and
+/// shared by every mapping of it.
+pub struct PageCache {
+    mf: Arc<MemoryFile>,
+    fd: OwnedFd,
+    size: u64,
+    mtime: Timespec,
+    name: MapName,
+    pages: Mutex<HashMap<u64, Frame>>,
+}
+
+impl Mappable for PageCache {
+    fn page(&self, index: u64) -> Result<Option<Frame>, FsError> {
+        if index >= self.size.div_ceil(PAGE_SIZE) {
+            return Ok(None);
+        }
+        let mut pages = self.pages.lock().unwrap();
+        if let Some(f) = pages.get(&index) {
+            self.mf.inc_ref(*f);
+            return Ok(Some(*f));
+        }
+        let f = self.mf.allocate().map_err(|_| FsError::Host(Errno::ENOMEM))?;
+        // SAFETY: the frame was just allocated for this cache and is not yet
+        // visible to anyone else.
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.mf.frame_ptr(f), PAGE_SIZE as usize) };
+        let mut done = 0;
+        while done < buf.len() {
+            match rustix::io::pread(&self.fd, &mut buf[done..], index * PAGE_SIZE + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    self.mf.dec_ref(f);
+                    return Err(e.into());
+                }
+            }
+        }
+        pages.insert(index, f);
+        self.mf.inc_ref(f);
+        Ok(Some(f))
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn describe(&self) -> MapName {
+        self.name.clone()
+    }
+}
+
+impl Drop for PageCache {
+    fn drop(&mut self) {
+        for f in self.pages.get_mut().unwrap().values() {
+            self.mf.dec_ref(*f);
+        }
+    }
+}

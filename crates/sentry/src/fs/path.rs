@@ -1,0 +1,258 @@
+//! Path resolution. The sentry walks every path itself: symlinks are
+//! expanded against the sandbox root and `..` follows dentry parents, so no
+//! path leads outside the root.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::dentry::MountTable;
+use super::{Dentry, FileType, FsError};
+
+/// Longest path accepted, with its terminator (PATH_MAX).
+pub const PATH_MAX: usize = 4096;
+/// Longest single name (NAME_MAX).
+pub const NAME_MAX: usize = 255;
+/// Most symlinks followed in one resolution (as Linux's MAXSYMLINKS).
+const MAX_LINKS: u32 = 40;
+
+/// How to treat the last component.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Lookup {
+    /// Follow a symlink in the last component.
+    pub follow: bool,
+    /// The result must be a directory.
+    pub directory: bool,
+}
+
+impl Lookup {
+    pub const FOLLOW: Lookup = Lookup { follow: true, directory: false };
+    pub const NOFOLLOW: Lookup = Lookup { follow: false, directory: false };
+}
+
+/// Resolves paths for one task: its root, its working directory and the
+/// mount table.
+pub struct Resolver<'a> {
+    pub root: &'a Arc<Dentry>,
+    pub cwd: &'a Arc<Dentry>,
+    pub mounts: &'a MountTable,
+}
+
+fn components(path: &[u8]) -> VecDeque<Vec<u8>> {
+    path.split(|b| *b == b'/').filter(|c| !c.is_empty()).map(|c| c.to_vec()).collect()
+}
+
+impl Resolver<'_> {
+    /// The child `name` of directory `dir`, crossing into a mount if one
+    /// covers it.
+    pub fn child(&self, dir: &Arc<Dentry>, name: &[u8]) -> Result<Arc<Dentry>, FsError> {
+        if let Some(m) = self.mounts.lookup(dir, name) {
+            return Ok(dir.child(name, m.root.clone(), m));
+        }
+        let inode = dir.inode.lookup(name)?;
+        Ok(dir.child(name, inode, dir.mount.clone()))
+    }
+
+    fn parent_of(&self, d: &Arc<Dentry>) -> Arc<Dentry> {
+        if Dentry::same(d, self.root) {
+            return d.clone();
+        }
+        d.parent().cloned().unwrap_or_else(|| d.clone())
+    }
+
+    /// Resolves `path` starting from `start` (the cwd when None) for
+    /// relative paths.
+    pub fn resolve(&self, start: Option<&Arc<Dentry>>, path: &[u8], how: Lookup) -> Result<Arc<Dentry>, FsError> {
+        if path.is_empty() {
+            return Err(FsError::NotFound);
+        }
+        if path.len() >= PATH_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let mut cur = if path[0] == b'/' { self.root.clone() } else { start.unwrap_or(self.cwd).clone() };
+        let mut comps = components(path);
+        let trailing_slash = path.ends_with(b"/");
+        let mut links = 0;
+        while let Some(c) = comps.pop_front() {
+            let last = comps.is_empty();
+            if cur.file_type() != FileType::Directory {
+                return Err(FsError::NotDirectory);
+            }
+            match c.as_slice() {
+                b"." => continue,
+                b".." => {
+                    cur = self.parent_of(&cur);
+                    continue;
+                }
+                _ => {}
+            }
+            if c.len() > NAME_MAX {
+                return Err(FsError::NameTooLong);
+            }
+            let child = self.child(&cur, &c)?;
+            let follow = !last || how.follow || trailing_slash || how.directory;
+            if child.file_type() == FileType::Symlink && follow {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(FsError::Loop);
+                }
+                if let Some(target) = child.inode.magic_link() {
+                    cur = target?;
+                    continue;
+                }
+                let target = child.inode.read_link()?;
+                if target.is_empty() {
+                    return Err(FsError::NotFound);
+                }
+                if target[0] == b'/' {
+                    cur = self.root.clone();
+                }
+                for t in components(&target).into_iter().rev() {
+                    comps.push_front(t);
+                }
+                continue;
+            }
+            cur = child;
+        }
+        if (trailing_slash || how.directory) && cur.file_type() != FileType::Directory {
+            return Err(FsError::NotDirectory);
+        }
+        Ok(cur)
+    }
+
+    /// Resolves all but the last component of `path`: the directory that
+    /// would hold it and the final name. Fails for paths whose last
+    /// component is `.` or `..`, or that name the root.
+    pub fn resolve_parent(&self, start: Option<&Arc<Dentry>>, path: &[u8]) -> Result<(Arc<Dentry>, Vec<u8>), FsError> {
+        if path.is_empty() {
+            return Err(FsError::NotFound);
+        }
+        if path.len() >= PATH_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let trimmed = {
+            let mut p = path;
+            while p.len() > 1 && p.ends_with(b"/") {
+                p = &p[..p.len() - 1];
+            }
+            p
+        };
+        let (dir, name) = match trimmed.iter().rposition(|b| *b == b'/') {
+            Some(0) => (&b"/"[..], &trimmed[1..]),
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => (&b"."[..], trimmed),
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return Err(FsError::Exists);
+        }
+        if name.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let d = self.resolve(start, dir, Lookup { follow: true, directory: true })?;
+        Ok((d, name.to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::synthetic::{SynthDir, SynthSymlink};
+    use super::super::{Inode, Mount};
+    use super::*;
+
+    /// /a/b/file, /a/up -> .., /a/abs -> /a/b, /a/out -> ../../../../etc,
+    /// /a/loop -> loop, /m (a mount of another dir holding `inner`).
+    fn tree() -> (Arc<Dentry>, MountTable) {
+        let file = SynthDir::file_with(b"data".to_vec());
+        let b = SynthDir::new(vec![(b"file".to_vec(), file)]);
+        let a = SynthDir::new(vec![
+            (b"b".to_vec(), b as Arc<dyn Inode>),
+            (b"up".to_vec(), SynthSymlink::new(b"..")),
+            (b"abs".to_vec(), SynthSymlink::new(b"/a/b")),
+            (b"out".to_vec(), SynthSymlink::new(b"../../../../etc")),
+            (b"loop".to_vec(), SynthSymlink::new(b"loop")),
+            (b"dangling".to_vec(), SynthSymlink::new(b"nothing")),
+        ]);
+        let etc = SynthDir::new(vec![(b"passwd".to_vec(), SynthDir::file_with(b"sandbox".to_vec()))]);
+        let m_dir = SynthDir::new(vec![]);
+        let root = SynthDir::new(vec![(b"a".to_vec(), a as Arc<dyn Inode>), (b"etc".to_vec(), etc), (b"m".to_vec(), m_dir)]);
+        let mount = Mount::new("test", "test", true, root);
+        let root = Dentry::root(mount);
+        let mounts = MountTable::default();
+        let other = SynthDir::new(vec![(b"inner".to_vec(), SynthDir::file_with(b"x".to_vec()))]);
+        mounts.mount(&root, b"m", Mount::new("other", "other", true, other));
+        (root, mounts)
+    }
+
+    fn path(r: &Resolver, p: &str, how: Lookup) -> Result<String, FsError> {
+        r.resolve(None, p.as_bytes(), how).map(|d| String::from_utf8(d.path()).unwrap())
+    }
+
+    #[test]
+    fn plain_and_dot_paths() {
+        let (root, mounts) = tree();
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        assert_eq!(path(&r, "/a/b/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
+        assert_eq!(path(&r, "a/./b/../b//file", Lookup::FOLLOW).unwrap(), "/a/b/file");
+        assert_eq!(path(&r, "/", Lookup::FOLLOW).unwrap(), "/");
+        assert_eq!(path(&r, "/a/nope", Lookup::FOLLOW), Err(FsError::NotFound));
+        assert_eq!(path(&r, "/a/b/file/x", Lookup::FOLLOW), Err(FsError::NotDirectory));
+        assert_eq!(path(&r, "/a/b/file/", Lookup::FOLLOW), Err(FsError::NotDirectory));
+        assert_eq!(path(&r, "", Lookup::FOLLOW), Err(FsError::NotFound));
+    }
+
+    #[test]
+    fn dotdot_never_leaves_the_root() {
+        let (root, mounts) = tree();
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        assert_eq!(path(&r, "/../../..", Lookup::FOLLOW).unwrap(), "/");
+        assert_eq!(path(&r, "../../etc/passwd", Lookup::FOLLOW).unwrap(), "/etc/passwd");
+        assert_eq!(path(&r, "/a/out/passwd", Lookup::FOLLOW).unwrap(), "/etc/passwd", "relative link out stays in");
+        assert_eq!(path(&r, "/a/up/a/abs/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
+    }
+
+    #[test]
+    fn symlinks_follow_rules() {
+        let (root, mounts) = tree();
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        assert_eq!(path(&r, "/a/abs", Lookup::NOFOLLOW).unwrap(), "/a/abs");
+        assert_eq!(path(&r, "/a/abs", Lookup::FOLLOW).unwrap(), "/a/b");
+        assert_eq!(path(&r, "/a/abs/", Lookup::NOFOLLOW).unwrap(), "/a/b", "a trailing slash follows");
+        assert_eq!(path(&r, "/a/loop", Lookup::FOLLOW), Err(FsError::Loop));
+        assert_eq!(path(&r, "/a/dangling", Lookup::FOLLOW), Err(FsError::NotFound));
+        assert_eq!(path(&r, "/a/dangling", Lookup::NOFOLLOW).unwrap(), "/a/dangling");
+    }
+
+    #[test]
+    fn mounts_are_crossed_both_ways() {
+        let (root, mounts) = tree();
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        assert_eq!(path(&r, "/m/inner", Lookup::FOLLOW).unwrap(), "/m/inner");
+        assert_eq!(path(&r, "/m/../a/b", Lookup::FOLLOW).unwrap(), "/a/b");
+        assert_eq!(path(&r, "/m/inner/..", Lookup::FOLLOW), Err(FsError::NotDirectory));
+        let d = r.resolve(None, b"/m", Lookup::FOLLOW).unwrap();
+        assert_eq!(d.mount.fs_type, "other");
+    }
+
+    #[test]
+    fn relative_to_a_start_directory() {
+        let (root, mounts) = tree();
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        let a = r.resolve(None, b"/a", Lookup::FOLLOW).unwrap();
+        let r2 = Resolver { root: &root, cwd: &a, mounts: &mounts };
+        assert_eq!(path(&r2, "b/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
+        assert_eq!(path(&r2, "..", Lookup::FOLLOW).unwrap(), "/");
+        let (dir, name) = r2.resolve_parent(None, b"b/newfile").unwrap();
+        assert_eq!(dir.path(), b"/a/b");
+        assert_eq!(name, b"newfile");
+        assert!(r2.resolve_parent(None, b"/").is_err());
+    }
+
+    #[test]
+    fn long_names_are_refused() {
+        let (root, mounts) = tree();
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        let long = "x".repeat(256);
+        assert_eq!(path(&r, &long, Lookup::FOLLOW), Err(FsError::NameTooLong));
+        let very_long = "a/".repeat(2100);
+        assert_eq!(path(&r, &very_long, Lookup::FOLLOW), Err(FsError::NameTooLong));
+    }
+}

@@ -1,0 +1,165 @@
+//! /proc, served by the sentry from its own tasks. The kernel supplies the
+//! facts through [`ProcSource`]; nothing here reads the host's /proc.
+
+use std::sync::Arc;
+
+use super::synthetic::{DirSource, SynthDir, SynthFile, SynthSymlink};
+use super::{Dentry, FsError, Inode};
+
+/// What /proc needs to know about the sandbox's tasks.
+pub trait ProcSource: Send + Sync {
+    /// Thread-group id of the calling task.
+    fn current_pid(&self) -> i32;
+    /// Thread-group ids of every process.
+    fn pids(&self) -> Vec<i32>;
+    /// True if the process exists.
+    fn exists(&self, pid: i32) -> bool;
+    /// The process's root, working directory and executable.
+    fn root(&self, pid: i32) -> Option<Arc<Dentry>>;
+    fn cwd(&self, pid: i32) -> Option<Arc<Dentry>>;
+    fn exe(&self, pid: i32) -> Option<Arc<Dentry>>;
+    /// Open descriptors: number, and the dentry if the file has one, else a
+    /// description such as `pipe:[7]`.
+    fn fds(&self, pid: i32) -> Vec<(i32, Result<Arc<Dentry>, Vec<u8>>)>;
+    /// Contents of per-process files: "cmdline", "environ", "maps", "stat",
+    /// "status", "comm", "auxv", "mounts".
+    fn file(&self, pid: i32, name: &str) -> Option<Vec<u8>>;
+    /// Contents of global files: "meminfo", "cpuinfo", "stat", "uptime",
+    /// "loadavg", "version", "filesystems", "mounts".
+    fn global(&self, name: &str) -> Option<Vec<u8>>;
+}
+
+const PROCESS_FILES: &[&str] = &["cmdline", "environ", "maps", "stat", "status", "comm", "auxv", "mounts"];
+const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg", "version", "filesystems", "mounts"];
+
+fn dentry_path(d: &Arc<Dentry>) -> Vec<u8> {
+    d.path()
+}
+
+struct ProcRoot {
+    src: Arc<dyn ProcSource>,
+}
+
+impl DirSource for ProcRoot {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        let mut v: Vec<(Vec<u8>, Arc<dyn Inode>)> = Vec::new();
+        for name in GLOBAL_FILES {
+            if let Some(i) = self.lookup(name.as_bytes()) {
+                v.push((name.as_bytes().to_vec(), i));
+            }
+        }
+        v.push((b"self".to_vec(), self.lookup(b"self").expect("self")));
+        v.push((b"thread-self".to_vec(), self.lookup(b"thread-self").expect("thread-self")));
+        for pid in self.src.pids() {
+            v.push((pid.to_string().into_bytes(), process_dir(self.src.clone(), pid)));
+        }
+        v
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        match name {
+            b"self" | b"thread-self" => {
+                let src = self.src.clone();
+                Some(SynthSymlink::computed(move || Ok(src.current_pid().to_string().into_bytes())))
+            }
+            _ => {
+                let s = std::str::from_utf8(name).ok()?;
+                if let Ok(pid) = s.parse::<i32>() {
+                    return self.src.exists(pid).then(|| process_dir(self.src.clone(), pid));
+                }
+                if GLOBAL_FILES.contains(&s) {
+                    let src = self.src.clone();
+                    let n = s.to_string();
+                    return Some(SynthFile::new(0o444, move || src.global(&n).ok_or(FsError::NotFound)));
+                }
+                None
+            }
+        }
+    }
+}
+
+fn process_dir(src: Arc<dyn ProcSource>, pid: i32) -> Arc<dyn Inode> {
+    SynthDir::with_source(Box::new(ProcessDir { src, pid }), 0o555)
+}
+
+fn link_to(
+    src: Arc<dyn ProcSource>,
+    pid: i32,
+    get: fn(&dyn ProcSource, i32) -> Option<Arc<Dentry>>,
+) -> Arc<dyn Inode> {
+    let s2 = src.clone();
+    SynthSymlink::magic(
+        move || get(&*src, pid).map(|d| dentry_path(&d)).ok_or(FsError::NotFound),
+        move || get(&*s2, pid).ok_or(FsError::NotFound),
+    )
+}
+
+struct ProcessDir {
+    src: Arc<dyn ProcSource>,
+    pid: i32,
+}
+
+impl DirSource for ProcessDir {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        let names = PROCESS_FILES.iter().copied().chain(["root", "cwd", "exe", "fd"]);
+        names.filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        let (src, pid) = (self.src.clone(), self.pid);
+        match name {
+            b"root" => Some(link_to(src, pid, |s, p| s.root(p))),
+            b"cwd" => Some(link_to(src, pid, |s, p| s.cwd(p))),
+            b"exe" => Some(link_to(src, pid, |s, p| s.exe(p))),
+            b"fd" => Some(SynthDir::with_source(Box::new(FdDir { src, pid }), 0o500)),
+            _ => {
+                let n = std::str::from_utf8(name).ok()?;
+                PROCESS_FILES.contains(&n).then(|| {
+                    let n = n.to_string();
+                    SynthFile::new(0o444, move || src.file(pid, &n).ok_or(FsError::NotFound))
+                })
+            }
+        }
+    }
+}
+
+struct FdDir {
+    src: Arc<dyn ProcSource>,
+    pid: i32,
+}
+
+impl DirSource for FdDir {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        self.src.fds(self.pid).into_iter().filter_map(|(fd, _)| self.fd_link(fd).map(|i| (fd.to_string().into_bytes(), i))).collect()
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        let fd: i32 = std::str::from_utf8(name).ok()?.parse().ok()?;
+        self.fd_link(fd)
+    }
+}
+
+impl FdDir {
+    fn fd_link(&self, fd: i32) -> Option<Arc<dyn Inode>> {
+        let (src, pid) = (self.src.clone(), self.pid);
+        let find = move |s: &dyn ProcSource| s.fds(pid).into_iter().find(|(n, _)| *n == fd).map(|(_, t)| t);
+        let _present = find(&*src)?;
+        let s2 = src.clone();
+        Some(SynthSymlink::magic(
+            move || match find(&*src) {
+                Some(Ok(d)) => Ok(dentry_path(&d)),
+                Some(Err(desc)) => Ok(desc),
+                None => Err(FsError::NotFound),
+            },
+            move || match find(&*s2) {
+                Some(Ok(d)) => Ok(d),
+                _ => Err(FsError::NotFound),
+            },
+        ))
+    }
+}
+
+/// The root of /proc.
+pub fn new_procfs(src: Arc<dyn ProcSource>) -> Arc<dyn Inode> {
+    SynthDir::with_source(Box::new(ProcRoot { src }), 0o555)
+}

@@ -1,0 +1,118 @@
+//! The caller's standard descriptors, passed through to the application.
+//!
+//! These are the only host descriptors the application reaches directly:
+//! reads and writes go to the host object (a terminal, a pipe, a file), and
+//! so does the offset, which the caller's shell may share.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::OwnedFd;
+
+use linux_raw_sys::general as g;
+use linux_raw_sys::ioctl as io;
+
+use super::{FileOps, FsError, OpenFile, Stat};
+use crate::mm::MemoryManager;
+
+/// A host descriptor passed through.
+pub struct HostStream {
+    fd: OwnedFd,
+}
+
+impl HostStream {
+    pub fn new(fd: OwnedFd) -> Self {
+        HostStream { fd }
+    }
+}
+
+impl FileOps for HostStream {
+    fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        loop {
+            match rustix::io::readv(&self.fd, bufs) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::AGAIN) => return Err(FsError::WouldBlock),
+                r => return Ok(r?),
+            }
+        }
+    }
+
+    fn write(&self, _: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+        loop {
+            match rustix::io::writev(&self.fd, bufs) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::PIPE) => return Err(FsError::BrokenPipe),
+                Err(rustix::io::Errno::AGAIN) => return Err(FsError::WouldBlock),
+                r => return Ok(r?),
+            }
+        }
+    }
+
+    fn stat(&self) -> Result<Stat, FsError> {
+        let s = rustix::fs::fstat(&self.fd)?;
+        let ts = |sec: i64, nsec: i64| super::Timespec { sec, nsec: nsec as u32 };
+        Ok(Stat {
+            dev: s.st_dev,
+            ino: s.st_ino,
+            mode: s.st_mode,
+            nlink: s.st_nlink,
+            uid: s.st_uid,
+            gid: s.st_gid,
+            rdev: s.st_rdev,
+            size: s.st_size as u64,
+            blksize: s.st_blksize as u32,
+            blocks: s.st_blocks as u64,
+            atime: ts(s.st_atime, s.st_atime_nsec as i64),
+            mtime: ts(s.st_mtime, s.st_mtime_nsec as i64),
+            ctime: ts(s.st_ctime, s.st_ctime_nsec as i64),
+            btime: None,
+            mount_id: 0,
+        })
+    }
+
+    fn seek_stream(&self, offset: i64, whence: u32) -> Result<u64, FsError> {
+        let pos = match whence {
+            g::SEEK_SET => rustix::fs::SeekFrom::Start(u64::try_from(offset).map_err(|_| FsError::Invalid)?),
+            g::SEEK_CUR => rustix::fs::SeekFrom::Current(offset),
+            g::SEEK_END => rustix::fs::SeekFrom::End(offset),
+            _ => return Err(FsError::Invalid),
+        };
+        Ok(rustix::fs::seek(&self.fd, pos)?)
+    }
+
+    fn ioctl(&self, _: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
+        match cmd {
+            io::TCGETS => {
+                let t: g::termios = host_ioctl_get(&self.fd, io::TCGETS)?;
+                mm.write_pod(arg, &t)?;
+                Ok(0)
+            }
+            io::TIOCGWINSZ => {
+                let w: g::winsize = host_ioctl_get(&self.fd, io::TIOCGWINSZ)?;
+                mm.write_pod(arg, &w)?;
+                Ok(0)
+            }
+            io::FIONREAD => {
+                let n: i32 = host_ioctl_get(&self.fd, io::FIONREAD)?;
+                mm.write_pod(arg, &n)?;
+                Ok(0)
+            }
+            _ => Err(FsError::NotTty),
+        }
+    }
+}
+
+/// An ioctl that fills a plain structure, run on a host descriptor.
+fn host_ioctl_get<T: crate::abi::Pod>(fd: &OwnedFd, cmd: u32) -> Result<T, FsError> {
+    use std::os::fd::AsRawFd;
+    let mut v = T::zeroed();
+    // SAFETY: the request is one of a fixed set of getters whose argument is
+    // a pointer to a T, which we own exclusively for the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, &mut v as *mut T) };
+    if r < 0 {
+        return Err(match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOTTY) => FsError::NotTty,
+            Some(n) => FsError::Host(crate::errno::Errno::new(n as u16)),
+            None => FsError::NotTty,
+        });
+    }
+    Ok(v)
+}

@@ -1,0 +1,305 @@
+//! Building blocks for file systems the sentry serves itself (/dev, /proc):
+//! directories listing a fixed or computed set of children, files whose
+//! contents are generated when opened, and symlinks.
+
+use std::io::IoSliceMut;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::{Dentry, FileOps, FileType, FsError, Inode, OpenFile, OpenFlags, Stat, StatFs, Timespec};
+
+/// Device number of every sentry-served file system (an anonymous device,
+/// as Linux gives in-memory file systems).
+pub const SYNTHETIC_DEV: u64 = 0x15;
+
+/// A fresh inode number.
+pub fn next_ino() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(2);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// When the sandbox started: the times synthetic files report.
+pub fn boot_time() -> Timespec {
+    static T: OnceLock<Timespec> = OnceLock::new();
+    *T.get_or_init(Timespec::now)
+}
+
+fn synthetic_stat(ino: u64, mode: u32, size: u64, nlink: u64) -> Stat {
+    let t = boot_time();
+    Stat {
+        dev: SYNTHETIC_DEV,
+        ino,
+        mode,
+        nlink,
+        uid: rustix::process::getuid().as_raw(),
+        gid: rustix::process::getgid().as_raw(),
+        size,
+        blksize: 4096,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        ..Default::default()
+    }
+}
+
+/// Appends one linux_dirent64 record to `buf`, if it fits.
+pub fn push_dirent(buf: &mut [u8], used: &mut usize, ino: u64, next: u64, ty: FileType, name: &[u8]) -> bool {
+    let reclen = (19 + name.len() + 1).div_ceil(8) * 8;
+    if *used + reclen > buf.len() {
+        return false;
+    }
+    let r = &mut buf[*used..*used + reclen];
+    r.fill(0);
+    r[0..8].copy_from_slice(&ino.to_le_bytes());
+    r[8..16].copy_from_slice(&next.to_le_bytes());
+    r[16..18].copy_from_slice(&(reclen as u16).to_le_bytes());
+    r[18] = ty.dirent_type();
+    r[19..19 + name.len()].copy_from_slice(name);
+    *used += reclen;
+    true
+}
+
+/// The children of a synthetic directory.
+pub trait DirSource: Send + Sync {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)>;
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        self.entries().into_iter().find(|(n, _)| n == name).map(|(_, i)| i)
+    }
+}
+
+impl DirSource for Vec<(Vec<u8>, Arc<dyn Inode>)> {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        self.clone()
+    }
+}
+
+/// A directory served by the sentry.
+pub struct SynthDir {
+    ino: u64,
+    mode: u32,
+    source: Box<dyn DirSource>,
+}
+
+impl SynthDir {
+    /// A directory with fixed children.
+    pub fn new(entries: Vec<(Vec<u8>, Arc<dyn Inode>)>) -> Arc<SynthDir> {
+        Self::with_source(Box::new(entries), 0o755)
+    }
+
+    /// A directory whose children `source` computes.
+    pub fn with_source(source: Box<dyn DirSource>, perm: u32) -> Arc<SynthDir> {
+        Arc::new(SynthDir { ino: next_ino(), mode: super::FileType::Directory.mode_bits() | perm, source })
+    }
+
+    /// A read-only file with fixed contents.
+    pub fn file_with(data: Vec<u8>) -> Arc<dyn Inode> {
+        SynthFile::new(0o444, move || Ok(data.clone()))
+    }
+}
+
+impl Inode for SynthDir {
+    fn file_type(&self) -> FileType {
+        FileType::Directory
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(synthetic_stat(self.ino, self.mode, 0, 2))
+    }
+    fn lookup(&self, name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
+        self.source.lookup(name).ok_or(FsError::NotFound)
+    }
+    fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        if flags.writable() {
+            return Err(FsError::IsDirectory);
+        }
+        let mut list = vec![(b".".to_vec(), self.ino, FileType::Directory), (b"..".to_vec(), self.ino, FileType::Directory)];
+        for (n, i) in self.source.entries() {
+            let ino = i.stat().map(|s| s.ino).unwrap_or(0);
+            list.push((n, ino, i.file_type()));
+        }
+        Ok(Arc::new(SynthDirFile { stat: self.stat()?, entries: list }))
+    }
+    fn statfs(&self) -> Result<StatFs, FsError> {
+        Ok(StatFs { block_size: 4096, name_max: 255, ..Default::default() })
+    }
+}
+
+/// An open synthetic directory: a snapshot of its entries.
+struct SynthDirFile {
+    stat: Stat,
+    entries: Vec<(Vec<u8>, u64, FileType)>,
+}
+
+impl FileOps for SynthDirFile {
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(self.stat)
+    }
+    fn seekable(&self) -> bool {
+        true
+    }
+    fn getdents(&self, pos: &mut u64, buf: &mut [u8]) -> Result<usize, FsError> {
+        let mut used = 0;
+        while let Some((name, ino, ty)) = self.entries.get(*pos as usize) {
+            if !push_dirent(buf, &mut used, *ino, *pos + 1, *ty, name) {
+                if used == 0 {
+                    return Err(FsError::Invalid);
+                }
+                break;
+            }
+            *pos += 1;
+        }
+        Ok(used)
+    }
+}
+
+type Generator = Box<dyn Fn() -> Result<Vec<u8>, FsError> + Send + Sync>;
+
+/// A file whose contents are generated when it is opened.
+pub struct SynthFile {
+    ino: u64,
+    mode: u32,
+    generate: Generator,
+}
+
+impl SynthFile {
+    pub fn new(perm: u32, generate: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static) -> Arc<dyn Inode> {
+        Arc::new(SynthFile { ino: next_ino(), mode: FileType::Regular.mode_bits() | perm, generate: Box::new(generate) })
+    }
+}
+
+impl Inode for SynthFile {
+    fn file_type(&self) -> FileType {
+        FileType::Regular
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(synthetic_stat(self.ino, self.mode, 0, 1))
+    }
+    fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        if flags.writable() {
+            return Err(FsError::PermissionDenied);
+        }
+        Ok(Arc::new(Snapshot { stat: self.stat()?, data: (self.generate)()? }))
+    }
+}
+
+/// Contents captured at open.
+struct Snapshot {
+    stat: Stat,
+    data: Vec<u8>,
+}
+
+impl FileOps for Snapshot {
+    fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+        let mut off = offset as usize;
+        let mut n = 0;
+        for b in bufs.iter_mut() {
+            if off >= self.data.len() {
+                break;
+            }
+            let k = b.len().min(self.data.len() - off);
+            b[..k].copy_from_slice(&self.data[off..off + k]);
+            off += k;
+            n += k;
+        }
+        Ok(n)
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(self.stat)
+    }
+    fn seekable(&self) -> bool {
+        true
+    }
+}
+
+type LinkTarget = Box<dyn Fn() -> Result<Vec<u8>, FsError> + Send + Sync>;
+type MagicTarget = Box<dyn Fn() -> Result<Arc<Dentry>, FsError> + Send + Sync>;
+
+/// A symlink, with a fixed or computed target, optionally magic (resolving
+/// to an object directly, as /proc/self/cwd does).
+pub struct SynthSymlink {
+    ino: u64,
+    target: LinkTarget,
+    magic: Option<MagicTarget>,
+}
+
+impl SynthSymlink {
+    pub fn new(target: &[u8]) -> Arc<dyn Inode> {
+        let t = target.to_vec();
+        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(move || Ok(t.clone())), magic: None })
+    }
+
+    pub fn computed(target: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static) -> Arc<dyn Inode> {
+        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(target), magic: None })
+    }
+
+    pub fn magic(
+        target: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static,
+        object: impl Fn() -> Result<Arc<Dentry>, FsError> + Send + Sync + 'static,
+    ) -> Arc<dyn Inode> {
+        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(target), magic: Some(Box::new(object)) })
+    }
+}
+
+impl Inode for SynthSymlink {
+    fn file_type(&self) -> FileType {
+        FileType::Symlink
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        let len = (self.target)().map(|t| t.len() as u64).unwrap_or(0);
+        Ok(synthetic_stat(self.ino, FileType::Symlink.mode_bits() | 0o777, len, 1))
+    }
+    fn read_link(&self) -> Result<Vec<u8>, FsError> {
+        (self.target)()
+    }
+    fn magic_link(&self) -> Option<Result<Arc<Dentry>, FsError>> {
+        self.magic.as_ref().map(|m| m())
+    }
+    fn open(&self, _: &Arc<Dentry>, _: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        Err(FsError::Loop)
+    }
+}
+
+/// A device node served by the sentry: stat says what it is, `open` makes
+/// the file.
+pub struct DeviceNode {
+    ino: u64,
+    perm: u32,
+    rdev: u64,
+    open: Box<dyn Fn(OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync>,
+}
+
+impl DeviceNode {
+    pub fn new(
+        perm: u32,
+        rdev: u64,
+        open: impl Fn(OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync + 'static,
+    ) -> Arc<dyn Inode> {
+        Arc::new(DeviceNode { ino: next_ino(), perm, rdev, open: Box::new(open) })
+    }
+
+    pub fn stat_for(&self) -> Stat {
+        let mut s = synthetic_stat(self.ino, FileType::CharDevice.mode_bits() | self.perm, 0, 1);
+        s.rdev = self.rdev;
+        s.uid = 0;
+        s.gid = 0;
+        s
+    }
+}
+
+impl Inode for DeviceNode {
+    fn file_type(&self) -> FileType {
+        FileType::CharDevice
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(self.stat_for())
+    }
+    fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        (self.open)(flags)
+    }
+    fn access(&self, mode: u32) -> Result<(), FsError> {
+        // Device nodes here are world-usable as on a normal system.
+        if mode & 1 != 0 { Err(FsError::PermissionDenied) } else { Ok(()) }
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,230 @@
+//! Program loading: ELF executables (static, static-PIE, dynamic with an
+//! interpreter), `#!` scripts, and the initial stack a new program starts
+//! with.
+
+mod elf;
+mod stack;
+
+use std::sync::Arc;
+
+pub use elf::{ElfInfo, parse_elf};
+pub use stack::{AuxEntry, StackImage, build_stack};
+
+use crate::fs::{Dentry, FileOps, FileType, FsError, Lookup, OpenFile, OpenFlags, Resolver};
+use crate::mm::MemoryManager;
+
+/// Longest `#!` line considered (Linux's BINPRM_BUF_SIZE).
+const SHEBANG_MAX: usize = 256;
+/// Most nested interpreters (scripts run by scripts).
+const MAX_INTERPRETERS: usize = 4;
+
+/// Why a program could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Lookup(FsError),
+    /// Not a regular file, or no execute permission.
+    #[error("permission denied")]
+    NotExecutable,
+    /// Not an ELF file for this machine, and not a script.
+    #[error("exec format error")]
+    BadFormat,
+    /// An interpreter is itself a script too many times over.
+    #[error("too many levels of interpreters")]
+    TooManyInterpreters,
+    /// Arguments and environment exceed the limit.
+    #[error("argument list too long")]
+    TooBig,
+    #[error("out of memory")]
+    NoMemory,
+    #[error("reading the program: {0}")]
+    Io(FsError),
+}
+
+/// A program found and opened for execution.
+pub struct Executable {
+    pub dentry: Arc<Dentry>,
+    pub file: Arc<OpenFile>,
+}
+
+/// Opens `path` for execution: it must be a regular file with execute
+/// permission.
+pub fn open_executable(resolver: &Resolver, path: &[u8]) -> Result<Executable, LoadError> {
+    let dentry = resolver.resolve(None, path, Lookup::FOLLOW).map_err(LoadError::Lookup)?;
+    if dentry.file_type() != FileType::Regular {
+        return Err(if dentry.file_type() == FileType::Directory { LoadError::NotExecutable } else { LoadError::NotExecutable });
+    }
+    dentry.inode.access(1).map_err(|_| LoadError::NotExecutable)?;
+    let ops = dentry.inode.open(&dentry, OpenFlags::empty()).map_err(|e| match e {
+        FsError::PermissionDenied => LoadError::NotExecutable,
+        e => LoadError::Io(e),
+    })?;
+    Ok(Executable { file: OpenFile::new(ops, Some(dentry.clone()), OpenFlags::empty()), dentry })
+}
+
+/// Reads up to `len` bytes at `offset` of an open file.
+pub fn read_at(file: &dyn FileOps, of: &OpenFile, offset: u64, len: usize) -> Result<Vec<u8>, FsError> {
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        let n = file.read(of, &mut [std::io::IoSliceMut::new(&mut buf[done..])], offset + done as u64)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    buf.truncate(done);
+    Ok(buf)
+}
+
+/// What `#!` names: the interpreter and its optional single argument.
+pub fn parse_shebang(head: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line_end = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len().min(SHEBANG_MAX - 2));
+    let line = &rest[..line_end];
+    let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = line.iter().position(|b| !is_blank(b))?;
+    let line = &line[start..];
+    let end = line.iter().rposition(|b| !is_blank(b)).map(|e| e + 1).unwrap_or(0);
+    let line = &line[..end];
+    let split = line.iter().position(is_blank);
+    let (interp, arg) = match split {
+        Some(i) => {
+            let arg = &line[i..];
+            let a = arg.iter().position(|b| !is_blank(b)).map(|s| arg[s..].to_vec());
+            (line[..i].to_vec(), a)
+        }
+        None => (line.to_vec(), None),
+    };
+    if interp.is_empty() { None } else { Some((interp, arg)) }
+}
+
+/// The program to run after following `#!` lines: the executable, and argv
+/// rewritten as the kernel does (interpreter, its argument, the script
+/// path, then the original arguments but the first).
+pub fn resolve_interpreters(
+    resolver: &Resolver,
+    path: &[u8],
+    mut argv: Vec<Vec<u8>>,
+) -> Result<(Executable, Vec<Vec<u8>>, ElfInfo), LoadError> {
+    let mut path = path.to_vec();
+    for _ in 0..=MAX_INTERPRETERS {
+        let exe = open_executable(resolver, &path)?;
+        let head = read_at(&*exe.file.ops, &exe.file, 0, SHEBANG_MAX).map_err(LoadError::Io)?;
+        if let Some((interp, arg)) = parse_shebang(&head) {
+            let mut new_argv = vec![interp.clone()];
+            new_argv.extend(arg);
+            new_argv.push(path.clone());
+            new_argv.extend(argv.into_iter().skip(1));
+            argv = new_argv;
+            path = interp;
+            continue;
+        }
+        let info = parse_elf(&*exe.file.ops, &exe.file)?;
+        return Ok((exe, argv, info));
+    }
+    Err(LoadError::TooManyInterpreters)
+}
+
+/// A loaded program, ready to start.
+pub struct Loaded {
+    pub entry: u64,
+    pub stack_pointer: u64,
+    /// Start of the heap (brk).
+    pub brk_start: u64,
+    /// Where the main executable was placed (0 for fixed-address ones).
+    pub load_bias: u64,
+    /// The auxiliary vector given to the program.
+    pub auxv: Vec<(u64, u64)>,
+}
+
+/// Process-wide facts the auxiliary vector reports.
+#[derive(Clone, Debug)]
+pub struct AuxFacts {
+    pub uid: u32,
+    pub euid: u32,
+    pub gid: u32,
+    pub egid: u32,
+    pub hwcap: u64,
+    pub hwcap2: u64,
+    pub min_signal_stack: u64,
+    pub clock_ticks: u64,
+}
+
+/// Maps the program (and its interpreter) into `mm` and builds the stack.
+pub fn load(
+    resolver: &Resolver,
+    mm: &MemoryManager,
+    exe: &Executable,
+    info: &ElfInfo,
+    argv: &[Vec<u8>],
+    envp: &[Vec<u8>],
+    execfn: &[u8],
+    facts: &AuxFacts,
+) -> Result<Loaded, LoadError> {
+    let main = elf::map_image(mm, &exe.file, info, true)?;
+    let mut entry = main.bias + info.entry;
+    let mut interp_base = 0;
+    if let Some(interp_path) = &info.interpreter {
+        let ie = open_executable(resolver, interp_path).map_err(|e| match e {
+            LoadError::Lookup(_) => LoadError::BadFormat,
+            e => e,
+        })?;
+        let iinfo = parse_elf(&*ie.file.ops, &ie.file)?;
+        if iinfo.interpreter.is_some() {
+            return Err(LoadError::BadFormat);
+        }
+        let im = elf::map_image(mm, &ie.file, &iinfo, false)?;
+        interp_base = im.bias;
+        entry = im.bias + iinfo.entry;
+    }
+    mm.set_brk_start(main.end);
+    let phdr = main.bias + info.phdr_vaddr;
+    let image = StackImage {
+        argv,
+        envp,
+        execfn,
+        auxv: vec![
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_HWCAP as u64, facts.hwcap),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_PAGESZ as u64, 4096),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_CLKTCK as u64, facts.clock_ticks),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_PHDR as u64, phdr),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_PHENT as u64, info.phent as u64),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_PHNUM as u64, info.phnum as u64),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_BASE as u64, interp_base),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_FLAGS as u64, 0),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_ENTRY as u64, main.bias + info.entry),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_UID as u64, facts.uid as u64),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_EUID as u64, facts.euid as u64),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_GID as u64, facts.gid as u64),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_EGID as u64, facts.egid as u64),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_SECURE as u64, 0),
+            AuxEntry::Random(linux_raw_sys::auxvec::AT_RANDOM as u64),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_HWCAP2 as u64, facts.hwcap2),
+            AuxEntry::ExecFn(linux_raw_sys::auxvec::AT_EXECFN as u64),
+            AuxEntry::Platform(linux_raw_sys::auxvec::AT_PLATFORM as u64),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_MINSIGSTKSZ as u64, facts.min_signal_stack),
+        ],
+    };
+    let (sp, auxv) = build_stack(mm, &image)?;
+    Ok(Loaded { entry, stack_pointer: sp, brk_start: main.end, load_bias: main.bias, auxv })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shebang_lines() {
+        assert_eq!(parse_shebang(b"#!/bin/sh\necho"), Some((b"/bin/sh".to_vec(), None)));
+        assert_eq!(parse_shebang(b"#! /usr/bin/env  python3 \n"), Some((b"/usr/bin/env".to_vec(), Some(b"python3".to_vec()))));
+        assert_eq!(
+            parse_shebang(b"#!/bin/awk -f -x\n"),
+            Some((b"/bin/awk".to_vec(), Some(b"-f -x".to_vec()))),
+            "everything after the interpreter is one argument"
+        );
+        assert_eq!(parse_shebang(b"#!\n"), None);
+        assert_eq!(parse_shebang(b"\x7fELF"), None);
+        assert_eq!(parse_shebang(b"#!/bin/sh"), Some((b"/bin/sh".to_vec(), None)), "no newline is fine");
+    }
+}

@@ -1,0 +1,633 @@
+//! File-system system calls: names, metadata, descriptors.
+
+use std::sync::Arc;
+
+use linux_raw_sys::general as g;
+use linux_raw_sys::ioctl as ioc;
+
+use super::{SysError, SysResult, file, read_path, start_dir};
+use crate::errno::Errno;
+use crate::fs::{Dentry, FileType, FsError, Lookup, OpenFile, OpenFlags, Stat};
+use crate::task::Task;
+
+fn resolve(task: &Task, dirfd: u64, path: &[u8], how: Lookup) -> Result<Arc<Dentry>, SysError> {
+    let start = start_dir(task, dirfd, path)?;
+    Ok(task.with_resolver(|r| r.resolve(start.as_ref(), path, how))?)
+}
+
+/// Resolves a path argument, or the file of `dirfd` itself when the path is
+/// empty and AT_EMPTY_PATH is given.
+fn resolve_at(task: &Task, dirfd: u64, path_addr: u64, flags: u64, how: Lookup) -> Result<Target, SysError> {
+    let path = read_path(task, path_addr)?;
+    if path.is_empty() {
+        if flags & g::AT_EMPTY_PATH as u64 == 0 {
+            return Err(Errno::ENOENT.into());
+        }
+        if dirfd as i32 == g::AT_FDCWD {
+            return Ok(Target::Dentry(task.fs_context().cwd));
+        }
+        return Ok(Target::File(file(task, dirfd)?));
+    }
+    Ok(Target::Dentry(resolve(task, dirfd, &path, how)?))
+}
+
+enum Target {
+    Dentry(Arc<Dentry>),
+    File(Arc<OpenFile>),
+}
+
+impl Target {
+    fn stat(&self) -> Result<Stat, FsError> {
+        match self {
+            Target::Dentry(d) => d.inode.stat(),
+            Target::File(f) => f.ops.stat(),
+        }
+    }
+}
+
+fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u32) -> SysResult {
+    let path = read_path(task, path_addr)?;
+    let mut flags = OpenFlags::from_bits_retain(flags);
+    if flags.contains(OpenFlags::TMPFILE) {
+        // O_TMPFILE needs a writable directory; the root is read-only.
+        let d = resolve(task, dirfd, &path, Lookup { follow: true, directory: true })?;
+        return Err(if d.inode.read_only() { Errno::EROFS } else { Errno::EOPNOTSUPP }.into());
+    }
+    if flags.contains(OpenFlags::PATH) {
+        flags &= OpenFlags::PATH | OpenFlags::CLOEXEC | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW;
+    }
+    let start = start_dir(task, dirfd, &path)?;
+    let create = flags.contains(OpenFlags::CREAT);
+    let follow = !flags.contains(OpenFlags::NOFOLLOW) && !(create && flags.contains(OpenFlags::EXCL));
+    let how = Lookup { follow, directory: flags.contains(OpenFlags::DIRECTORY) && !create };
+    let found = task.with_resolver(|r| r.resolve(start.as_ref(), &path, how));
+    let dentry = match found {
+        Ok(d) => {
+            if create && flags.contains(OpenFlags::EXCL) {
+                return Err(Errno::EEXIST.into());
+            }
+            if create && d.file_type() == FileType::Directory {
+                return Err(Errno::EISDIR.into());
+            }
+            d
+        }
+        Err(FsError::NotFound) if create => {
+            let (dir, _name) = task.with_resolver(|r| r.resolve_parent(start.as_ref(), &path))?;
+            let _ = mode;
+            return Err(if dir.inode.read_only() { Errno::EROFS } else { Errno::EACCES }.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if d_is(&dentry, FileType::Symlink) && !flags.contains(OpenFlags::PATH) {
+        return Err(Errno::ELOOP.into());
+    }
+    if flags.contains(OpenFlags::DIRECTORY) && !d_is(&dentry, FileType::Directory) {
+        return Err(Errno::ENOTDIR.into());
+    }
+    if d_is(&dentry, FileType::Directory) && (flags.writable() || flags.contains(OpenFlags::TRUNC)) {
+        return Err(Errno::EISDIR.into());
+    }
+    let ops = dentry.inode.open(&dentry, flags)?;
+    let f = OpenFile::new(ops, Some(dentry), flags);
+    Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
+}
+
+fn d_is(d: &Dentry, t: FileType) -> bool {
+    d.file_type() == t
+}
+
+pub fn openat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    open_common(task, a[0], a[1], a[2] as u32, a[3] as u32)
+}
+
+pub fn open(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    open_common(task, g::AT_FDCWD as u64, a[0], a[1] as u32, a[2] as u32)
+}
+
+pub fn creat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    open_common(task, g::AT_FDCWD as u64, a[0], g::O_CREAT | g::O_WRONLY | g::O_TRUNC, a[1] as u32)
+}
+
+pub fn openat2(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let size = a[3] as usize;
+    if size < size_of::<g::open_how>() {
+        return Err(Errno::EINVAL.into());
+    }
+    let how: g::open_how = task.mm.read_pod(a[2])?;
+    if how.flags >> 32 != 0 || how.resolve != 0 {
+        // RESOLVE_* restrictions are not implemented: refuse rather than
+        // silently ignore them.
+        return Err(Errno::EINVAL.into());
+    }
+    open_common(task, a[0], a[1], how.flags as u32, how.mode as u32)
+}
+
+pub fn close(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    task.files.remove(a[0] as i32)?;
+    Ok(0)
+}
+
+pub fn close_range(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (first, last, flags) = (a[0] as u32, a[1] as u32, a[2] as u32);
+    if first > last || flags & !(libc::CLOSE_RANGE_CLOEXEC | libc::CLOSE_RANGE_UNSHARE) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    if flags & libc::CLOSE_RANGE_CLOEXEC != 0 {
+        for (fd, _) in task.files.list() {
+            if (fd as u32) >= first && (fd as u32) <= last {
+                let _ = task.files.set_cloexec(fd, true);
+            }
+        }
+    } else {
+        task.files.remove_range(first, last);
+    }
+    Ok(0)
+}
+
+fn write_stat(task: &Task, addr: u64, st: &Stat) -> SysResult {
+    task.mm.write_pod(addr, &st.to_abi())?;
+    Ok(0)
+}
+
+pub fn fstat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let st = file(task, a[0])?.ops.stat()?;
+    write_stat(task, a[1], &st)
+}
+
+pub fn stat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let path = read_path(task, a[0])?;
+    let st = resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?.inode.stat()?;
+    write_stat(task, a[1], &st)
+}
+
+pub fn lstat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let path = read_path(task, a[0])?;
+    let st = resolve(task, g::AT_FDCWD as u64, &path, Lookup::NOFOLLOW)?.inode.stat()?;
+    write_stat(task, a[1], &st)
+}
+
+fn follow_of(flags: u64) -> Lookup {
+    Lookup { follow: flags & g::AT_SYMLINK_NOFOLLOW as u64 == 0, directory: false }
+}
+
+pub fn newfstatat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[3];
+    if flags & !((g::AT_SYMLINK_NOFOLLOW | g::AT_EMPTY_PATH | g::AT_NO_AUTOMOUNT) as u64) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let st = resolve_at(task, a[0], a[1], flags, follow_of(flags))?.stat()?;
+    write_stat(task, a[2], &st)
+}
+
+pub fn statx(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[2];
+    let known = g::AT_SYMLINK_NOFOLLOW | g::AT_EMPTY_PATH | g::AT_NO_AUTOMOUNT | g::AT_STATX_SYNC_TYPE;
+    if flags & !(known as u64) != 0 || a[3] & g::STATX__RESERVED as u64 != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let st = resolve_at(task, a[0], a[1], flags, follow_of(flags))?.stat()?;
+    task.mm.write_pod(a[4], &st.to_statx())?;
+    Ok(0)
+}
+
+fn access_common(task: &Task, dirfd: u64, path_addr: u64, mode: u64, flags: u64) -> SysResult {
+    if mode & !7 != 0 || flags & !((g::AT_EACCESS | g::AT_SYMLINK_NOFOLLOW | g::AT_EMPTY_PATH) as u64) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    match resolve_at(task, dirfd, path_addr, flags, follow_of(flags))? {
+        Target::Dentry(d) => {
+            if mode != 0 {
+                d.inode.access(mode as u32)?;
+            }
+        }
+        Target::File(_) => {}
+    }
+    Ok(0)
+}
+
+pub fn access(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    access_common(task, g::AT_FDCWD as u64, a[0], a[1], 0)
+}
+
+pub fn faccessat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    access_common(task, a[0], a[1], a[2], 0)
+}
+
+pub fn faccessat2(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    access_common(task, a[0], a[1], a[2], a[3])
+}
+
+fn readlink_common(task: &Task, dirfd: u64, path_addr: u64, buf: u64, size: u64) -> SysResult {
+    if (size as i64) <= 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let path = read_path(task, path_addr)?;
+    let d = if path.is_empty() {
+        file(task, dirfd)?.dentry.clone().ok_or(Errno::ENOENT)?
+    } else {
+        resolve(task, dirfd, &path, Lookup::NOFOLLOW)?
+    };
+    if d.file_type() != FileType::Symlink {
+        return Err(Errno::EINVAL.into());
+    }
+    let target = d.inode.read_link()?;
+    let n = target.len().min(size as usize);
+    task.mm.copy_out(buf, &target[..n])?;
+    Ok(n as u64)
+}
+
+pub fn readlink(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    readlink_common(task, g::AT_FDCWD as u64, a[0], a[1], a[2])
+}
+
+pub fn readlinkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    readlink_common(task, a[0], a[1], a[2], a[3])
+}
+
+pub fn getdents64(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    let count = (a[2] as u32).min(1 << 20) as usize;
+    if f.dentry.as_ref().is_some_and(|d| d.file_type() != FileType::Directory) {
+        return Err(Errno::ENOTDIR.into());
+    }
+    let mut buf = vec![0u8; count];
+    let mut pos = f.offset.lock().unwrap();
+    let mut p = *pos;
+    let n = f.ops.getdents(&mut p, &mut buf)?;
+    task.mm.copy_out(a[1], &buf[..n])?;
+    *pos = p;
+    Ok(n as u64)
+}
+
+pub fn getcwd(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let fsc = task.fs_context();
+    let path = match fsc.cwd.path_from(&fsc.root) {
+        Some(p) => p,
+        None => {
+            let mut p = b"(unreachable)".to_vec();
+            p.extend(fsc.cwd.path());
+            p
+        }
+    };
+    if path.len() + 1 > a[1] as usize {
+        return Err(Errno::ERANGE.into());
+    }
+    let mut out = path;
+    out.push(0);
+    task.mm.copy_out(a[0], &out)?;
+    Ok(out.len() as u64)
+}
+
+fn set_cwd(task: &Task, d: Arc<Dentry>) -> SysResult {
+    if d.file_type() != FileType::Directory {
+        return Err(Errno::ENOTDIR.into());
+    }
+    d.inode.access(1)?;
+    task.fs.lock().unwrap().cwd = d;
+    Ok(0)
+}
+
+pub fn chdir(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let path = read_path(task, a[0])?;
+    let d = resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?;
+    set_cwd(task, d)
+}
+
+pub fn fchdir(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let d = file(task, a[0])?.dentry.clone().ok_or(Errno::ENOTDIR)?;
+    set_cwd(task, d)
+}
+
+pub fn dup(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    Ok(task.files.install(f, false, 0)? as u64)
+}
+
+fn dup_to(task: &Task, old: u64, new: u64, cloexec: bool) -> SysResult {
+    let f = file(task, old)?;
+    task.files.install_at(new as i32, f, cloexec)?;
+    Ok(new as i32 as u64)
+}
+
+pub fn dup2(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] as i32 == a[1] as i32 {
+        file(task, a[0])?;
+        return Ok(a[1] as i32 as u64);
+    }
+    dup_to(task, a[0], a[1], false)
+}
+
+pub fn dup3(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[2] & !(g::O_CLOEXEC as u64) != 0 || a[0] as i32 == a[1] as i32 {
+        return Err(Errno::EINVAL.into());
+    }
+    dup_to(task, a[0], a[1], a[2] != 0)
+}
+
+pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let fd = a[0] as i32;
+    let arg = a[2];
+    match a[1] as u32 {
+        g::F_DUPFD | g::F_DUPFD_CLOEXEC => {
+            let f = file(task, a[0])?;
+            let min = u32::try_from(arg as i64).map_err(|_| Errno::EINVAL)?;
+            Ok(task.files.install(f, a[1] as u32 == g::F_DUPFD_CLOEXEC, min)? as u64)
+        }
+        g::F_GETFD => Ok(u64::from(task.files.entry(fd)?.cloexec)),
+        g::F_SETFD => {
+            task.files.set_cloexec(fd, arg & g::FD_CLOEXEC as u64 != 0)?;
+            Ok(0)
+        }
+        g::F_GETFL => Ok(file(task, a[0])?.flags().bits() as u64),
+        g::F_SETFL => {
+            file(task, a[0])?.set_status_flags(OpenFlags::from_bits_retain(arg as u32));
+            Ok(0)
+        }
+        g::F_GETLK | g::F_SETLK | g::F_SETLKW | g::F_OFD_GETLK | g::F_OFD_SETLK | g::F_OFD_SETLKW => {
+            // Record locks: one sandbox owns the files it sees (read-only
+            // host files), so no lock is ever held by anyone else.
+            let f = file(task, a[0])?;
+            let lock: [u8; 32] = {
+                let mut b = [0u8; 32];
+                task.mm.copy_in(arg, &mut b)?;
+                b
+            };
+            let ltype = i16::from_le_bytes([lock[0], lock[1]]) as u32;
+            match a[1] as u32 {
+                g::F_GETLK | g::F_OFD_GETLK => {
+                    let mut out = lock;
+                    out[0..2].copy_from_slice(&(g::F_UNLCK as i16).to_le_bytes());
+                    task.mm.copy_out(arg, &out)?;
+                    Ok(0)
+                }
+                _ if ltype == g::F_WRLCK && !f.writable() => Err(Errno::EBADF.into()),
+                _ if ltype == g::F_RDLCK && !f.readable() => Err(Errno::EBADF.into()),
+                _ => Ok(0),
+            }
+        }
+        g::F_GETOWN | g::F_SETOWN | g::F_GETSIG | g::F_SETSIG => {
+            file(task, a[0])?;
+            Ok(0)
+        }
+        g::F_GETPIPE_SZ | g::F_SETPIPE_SZ | g::F_ADD_SEALS | g::F_GET_SEALS => {
+            file(task, a[0])?;
+            Err(Errno::EINVAL.into())
+        }
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    let cmd = a[1] as u32;
+    match cmd {
+        ioc::FIOCLEX | ioc::FIONCLEX => {
+            task.files.set_cloexec(a[0] as i32, cmd == ioc::FIOCLEX)?;
+            Ok(0)
+        }
+        ioc::FIONBIO => {
+            let on: i32 = task.mm.read_pod(a[2])?;
+            let fl = f.flags();
+            f.set_status_flags(if on != 0 { fl | OpenFlags::NONBLOCK } else { fl - OpenFlags::NONBLOCK });
+            Ok(0)
+        }
+        ioc::FIONREAD => match f.ops.readable_bytes() {
+            Some(n) => {
+                task.mm.write_pod(a[2], &(n.min(i32::MAX as u64) as i32))?;
+                Ok(0)
+            }
+            None => Ok(f.ops.ioctl(&f, &task.mm, cmd, a[2])?),
+        },
+        _ => Ok(f.ops.ioctl(&f, &task.mm, cmd, a[2])?),
+    }
+}
+
+/// Checks for a path-changing call on the read-only root: the path must
+/// name something that exists (`must_exist`) or not (`!must_exist`), as
+/// Linux checks before refusing the write.
+fn refuse_write_at(task: &Task, dirfd: u64, path_addr: u64, must_exist: Option<bool>) -> SysResult {
+    let path = read_path(task, path_addr)?;
+    let start = start_dir(task, dirfd, &path)?;
+    let (dir, name) = task.with_resolver(|r| r.resolve_parent(start.as_ref(), &path))?;
+    let exists = task.with_resolver(|r| r.child(&dir, &name)).is_ok();
+    match must_exist {
+        Some(true) if !exists => return Err(Errno::ENOENT.into()),
+        Some(false) if exists => return Err(Errno::EEXIST.into()),
+        _ => {}
+    }
+    Err(if dir.inode.read_only() { Errno::EROFS } else { Errno::EPERM }.into())
+}
+
+pub fn mkdir(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(false))
+}
+pub fn mkdirat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_write_at(task, a[0], a[1], Some(false))
+}
+pub fn mknodat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_write_at(task, a[0], a[1], Some(false))
+}
+pub fn mknod(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(false))
+}
+pub fn unlink(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(true))
+}
+pub fn rmdir(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(true))
+}
+pub fn unlinkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[2] & !(g::AT_REMOVEDIR as u64) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    refuse_write_at(task, a[0], a[1], Some(true))
+}
+pub fn symlink(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    read_path(task, a[0])?;
+    refuse_write_at(task, g::AT_FDCWD as u64, a[1], Some(false))
+}
+pub fn symlinkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    read_path(task, a[0])?;
+    refuse_write_at(task, a[1], a[2], Some(false))
+}
+pub fn link(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let old = read_path(task, a[0])?;
+    resolve(task, g::AT_FDCWD as u64, &old, Lookup::NOFOLLOW)?;
+    refuse_write_at(task, g::AT_FDCWD as u64, a[1], Some(false))
+}
+pub fn linkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let old = read_path(task, a[1])?;
+    resolve(task, a[0], &old, follow_of(a[4] ^ g::AT_SYMLINK_NOFOLLOW as u64))?;
+    refuse_write_at(task, a[2], a[3], Some(false))
+}
+pub fn rename(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(true))
+}
+pub fn renameat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_write_at(task, a[0], a[1], Some(true))
+}
+
+/// Changes to an existing file's metadata or size: EROFS on the read-only
+/// root once the file is found.
+fn refuse_change(task: &Task, dirfd: u64, path_addr: u64, flags: u64) -> SysResult {
+    let t = resolve_at(task, dirfd, path_addr, flags, follow_of(flags))?;
+    let ro = match &t {
+        Target::Dentry(d) => d.inode.read_only(),
+        Target::File(_) => true,
+    };
+    Err(if ro { Errno::EROFS } else { Errno::EPERM }.into())
+}
+
+fn refuse_change_fd(task: &Task, fd: u64) -> SysResult {
+    let f = file(task, fd)?;
+    let ro = f.dentry.as_ref().is_none_or(|d| d.inode.read_only());
+    Err(if ro { Errno::EROFS } else { Errno::EPERM }.into())
+}
+
+pub fn chmod(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
+}
+pub fn fchmodat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, a[0], a[1], 0)
+}
+pub fn fchmod(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change_fd(task, a[0])
+}
+pub fn chown(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
+}
+pub fn lchown(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, g::AT_FDCWD as u64, a[0], g::AT_SYMLINK_NOFOLLOW as u64)
+}
+pub fn fchownat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, a[0], a[1], a[4])
+}
+pub fn fchown(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change_fd(task, a[0])
+}
+pub fn truncate(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
+}
+pub fn ftruncate(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    if !f.writable() {
+        return Err(Errno::EINVAL.into());
+    }
+    refuse_change_fd(task, a[0])
+}
+pub fn utimensat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[1] == 0 {
+        return refuse_change_fd(task, a[0]);
+    }
+    refuse_change(task, a[0], a[1], a[3])
+}
+pub fn utimes(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
+}
+
+fn write_statfs(task: &Task, addr: u64, s: &crate::fs::StatFs) -> SysResult {
+    let mut out = <g::statfs64 as crate::abi::Pod>::zeroed();
+    out.f_type = s.fs_type as _;
+    out.f_bsize = s.block_size as _;
+    out.f_blocks = s.blocks;
+    out.f_bfree = s.blocks_free;
+    out.f_bavail = s.blocks_avail;
+    out.f_files = s.files;
+    out.f_ffree = s.files_free;
+    out.f_namelen = s.name_max as _;
+    out.f_frsize = s.block_size as _;
+    out.f_flags = s.flags as _;
+    task.mm.write_pod(addr, &out)?;
+    Ok(0)
+}
+
+pub fn statfs(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let path = read_path(task, a[0])?;
+    let s = resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?.inode.statfs()?;
+    write_statfs(task, a[1], &s)
+}
+
+pub fn fstatfs(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    let s = match &f.dentry {
+        Some(d) => d.inode.statfs()?,
+        None => crate::fs::StatFs { block_size: 4096, name_max: 255, ..Default::default() },
+    };
+    write_statfs(task, a[1], &s)
+}
+
+pub fn umask(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let mut fs = task.fs.lock().unwrap();
+    let old = fs.umask;
+    fs.umask = a[0] as u32 & 0o777;
+    Ok(old as u64)
+}
+
+/// fsync, fdatasync, syncfs, flock, fadvise64, readahead: valid on any open
+/// file, with nothing to do for read-only and sentry-served files.
+pub fn fd_noop(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    file(task, a[0])?;
+    Ok(0)
+}
+
+pub fn sync(_task: &mut Task, _a: &[u64; 6]) -> SysResult {
+    Ok(0)
+}
+
+pub fn chroot(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let path = read_path(task, a[0])?;
+    let d = resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?;
+    if d.file_type() != FileType::Directory {
+        return Err(Errno::ENOTDIR.into());
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Err(Errno::EPERM.into());
+    }
+    task.fs.lock().unwrap().root = d;
+    Ok(0)
+}
+
+/// getxattr, lgetxattr, fgetxattr: the sandbox's files carry no extended
+/// attributes.
+pub fn getxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    read_path(task, a[1])?;
+    let path = read_path(task, a[0])?;
+    resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?;
+    Err(Errno::ENODATA.into())
+}
+pub fn lgetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    read_path(task, a[1])?;
+    let path = read_path(task, a[0])?;
+    resolve(task, g::AT_FDCWD as u64, &path, Lookup::NOFOLLOW)?;
+    Err(Errno::ENODATA.into())
+}
+pub fn fgetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    file(task, a[0])?;
+    read_path(task, a[1])?;
+    Err(Errno::ENODATA.into())
+}
+/// listxattr and friends: an empty list.
+pub fn listxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let path = read_path(task, a[0])?;
+    resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?;
+    Ok(0)
+}
+pub fn llistxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let path = read_path(task, a[0])?;
+    resolve(task, g::AT_FDCWD as u64, &path, Lookup::NOFOLLOW)?;
+    Ok(0)
+}
+pub fn flistxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    file(task, a[0])?;
+    Ok(0)
+}
+/// setxattr and removexattr: refused on the read-only root.
+pub fn setxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
+}
+pub fn lsetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change(task, g::AT_FDCWD as u64, a[0], g::AT_SYMLINK_NOFOLLOW as u64)
+}
+pub fn fsetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    refuse_change_fd(task, a[0])
+}

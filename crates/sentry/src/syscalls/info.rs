@@ -1,0 +1,134 @@
+//! System information, randomness and scheduling.
+
+use linux_raw_sys::general as g;
+use linux_raw_sys::system as s;
+
+use super::SysResult;
+use crate::errno::Errno;
+use crate::task::Task;
+
+fn fill(dst: &mut [std::ffi::c_char], v: &[u8]) {
+    let n = dst.len() - 1;
+    for (d, b) in dst.iter_mut().zip(v.iter().chain(std::iter::repeat(&0)).take(n)) {
+        *d = *b as std::ffi::c_char;
+    }
+}
+
+pub fn uname(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let host = rustix::system::uname();
+    let mut u = <s::new_utsname as crate::abi::Pod>::zeroed();
+    fill(&mut u.sysname, b"Linux");
+    fill(&mut u.nodename, task.kernel.config.hostname.as_bytes());
+    fill(&mut u.release, host.release().to_bytes());
+    fill(&mut u.version, host.version().to_bytes());
+    fill(&mut u.machine, b"x86_64");
+    fill(&mut u.domainname, b"(none)");
+    task.mm.write_pod(a[0], &u)?;
+    Ok(0)
+}
+
+pub fn sysinfo(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let k = &task.kernel;
+    let mut i = <s::sysinfo as crate::abi::Pod>::zeroed();
+    i.uptime = k.started.elapsed().as_secs() as _;
+    i.totalram = k.mf.capacity() as _;
+    i.freeram = (k.mf.capacity() - k.mf.stats().frames_in_use * 4096) as _;
+    i.procs = k.processes.pids().len() as u16;
+    i.mem_unit = 1;
+    task.mm.write_pod(a[0], &i)?;
+    Ok(0)
+}
+
+pub fn getrandom(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[2] as u32;
+    if flags & !(g::GRND_NONBLOCK | g::GRND_RANDOM | g::GRND_INSECURE) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let len = (a[1] as usize).min(32 << 20);
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        done += rustix::rand::getrandom(&mut buf[done..], rustix::rand::GetRandomFlags::empty())?;
+    }
+    task.mm.copy_out(a[0], &buf)?;
+    Ok(len as u64)
+}
+
+/// CPUs the sandbox runs on, as an affinity mask.
+fn cpu_mask() -> Vec<u8> {
+    let n = crate::task::online_cpus();
+    let mut m = vec![0u8; n.div_ceil(64) * 8];
+    for c in 0..n {
+        m[c / 8] |= 1 << (c % 8);
+    }
+    m
+}
+
+pub fn sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (pid, len) = (a[0] as i32, a[1] as usize);
+    if pid != 0 && pid != task.tid && pid != task.tg.tgid {
+        return Err(Errno::ESRCH.into());
+    }
+    let m = cpu_mask();
+    if len < m.len() || len % 8 != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    task.mm.copy_out(a[2], &m)?;
+    Ok(m.len() as u64)
+}
+
+pub fn sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let mut m = vec![0u8; (a[1] as usize).min(1024)];
+    task.mm.copy_in(a[2], &mut m)?;
+    if m.iter().all(|b| *b == 0) {
+        return Err(Errno::EINVAL.into());
+    }
+    Ok(0)
+}
+
+pub fn sched_yield(_task: &mut Task, _: &[u64; 6]) -> SysResult {
+    std::thread::yield_now();
+    Ok(0)
+}
+
+pub fn getcpu(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let cpu = rustix::thread::sched_getcpu() as u32;
+    if a[0] != 0 {
+        task.mm.write_pod(a[0], &cpu)?;
+    }
+    if a[1] != 0 {
+        task.mm.write_pod(a[1], &0u32)?;
+    }
+    Ok(0)
+}
+
+pub fn sched_getscheduler(_task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(g::SCHED_NORMAL as u64)
+}
+
+pub fn sched_getparam(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    task.mm.write_pod(a[1], &0i32)?;
+    Ok(0)
+}
+
+pub fn sched_priority_range(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+    match a[0] as u32 {
+        g::SCHED_NORMAL | g::SCHED_BATCH | g::SCHED_IDLE => Ok(0),
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+pub fn getpriority(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] as u32 > 2 {
+        return Err(Errno::EINVAL.into());
+    }
+    // The raw system call returns 20 - nice.
+    Ok(20)
+}
+
+pub fn setpriority(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] as u32 > 2 {
+        return Err(Errno::EINVAL.into());
+    }
+    if (a[2] as i32) < 0 { Err(Errno::EACCES.into()) } else { Ok(0) }
+}

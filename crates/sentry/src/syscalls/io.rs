@@ -1,0 +1,303 @@
+//! Reading and writing: data moves between files and pinned application
+//! memory without an intermediate copy.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::sync::Arc;
+
+use linux_raw_sys::general as g;
+
+use super::{SysError, SysResult, file};
+use crate::errno::Errno;
+use crate::fs::{FileType, FsError, OpenFile, OpenFlags};
+use crate::mm::Pinned;
+use crate::task::Task;
+
+/// Largest transfer of one call (Linux's MAX_RW_COUNT).
+const MAX_RW: usize = 0x7fff_f000;
+/// Most iovecs accepted (UIO_MAXIOV).
+const MAX_IOV: u64 = 1024;
+
+fn check_readable(f: &OpenFile) -> Result<(), SysError> {
+    if !f.readable() {
+        return Err(Errno::EBADF.into());
+    }
+    if f.dentry.as_ref().is_some_and(|d| d.file_type() == FileType::Directory) {
+        return Err(Errno::EISDIR.into());
+    }
+    Ok(())
+}
+
+fn check_writable(f: &OpenFile) -> Result<(), SysError> {
+    if !f.writable() { Err(Errno::EBADF.into()) } else { Ok(()) }
+}
+
+/// Reads into pinned buffers at the file's offset or at `pos`.
+fn read_into(f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usize, SysError> {
+    let mut slices: Vec<IoSliceMut> = bufs.iter_mut().flat_map(|p| p.io_slices_mut()).collect();
+    if slices.is_empty() {
+        return Ok(0);
+    }
+    if let Some(p) = pos {
+        if !f.ops.seekable() {
+            return Err(Errno::ESPIPE.into());
+        }
+        return Ok(f.ops.read(f, &mut slices, p)?);
+    }
+    if f.ops.seekable() {
+        let mut off = f.offset.lock().unwrap();
+        let n = f.ops.read(f, &mut slices, *off)?;
+        *off += n as u64;
+        Ok(n)
+    } else {
+        Ok(f.ops.read(f, &mut slices, 0)?)
+    }
+}
+
+/// Writes pinned buffers at the file's offset (or its end with O_APPEND),
+/// or at `pos`.
+fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) -> Result<usize, SysError> {
+    let slices: Vec<IoSlice> = bufs.iter().flat_map(|p| p.io_slices()).collect();
+    if slices.is_empty() {
+        return Ok(0);
+    }
+    let r = if let Some(p) = pos {
+        if !f.ops.seekable() {
+            return Err(Errno::ESPIPE.into());
+        }
+        f.ops.write(f, &slices, p)
+    } else if f.ops.seekable() {
+        let mut off = f.offset.lock().unwrap();
+        if f.flags().contains(OpenFlags::APPEND) {
+            *off = f.ops.stat()?.size;
+        }
+        let r = f.ops.write(f, &slices, *off);
+        if let Ok(n) = r {
+            *off += n as u64;
+        }
+        r
+    } else {
+        f.ops.write(f, &slices, 0)
+    };
+    match r {
+        Err(FsError::BrokenPipe) => {
+            task.signal_self(g::SIGPIPE);
+            Err(Errno::EPIPE.into())
+        }
+        r => Ok(r?),
+    }
+}
+
+fn pin_one(task: &Task, addr: u64, len: u64, write: bool) -> Result<Pinned, SysError> {
+    let len = (len as usize).min(MAX_RW);
+    Ok(task.mm.pin(addr, len, write)?)
+}
+
+/// Reads an iovec array and pins each buffer.
+fn pin_iov(task: &Task, iov: u64, count: u64, write: bool) -> Result<Vec<Pinned>, SysError> {
+    if count > MAX_IOV {
+        return Err(Errno::EINVAL.into());
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    let mut total: usize = 0;
+    for i in 0..count {
+        let v: g::iovec = task.mm.read_pod(iov + 16 * i)?;
+        let len = v.iov_len as usize;
+        if (len as i64) < 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let len = len.min(MAX_RW - total);
+        total += len;
+        if len > 0 {
+            out.push(task.mm.pin(v.iov_base as u64, len, write)?);
+        }
+    }
+    Ok(out)
+}
+
+fn offset_arg(v: u64) -> Result<u64, SysError> {
+    if (v as i64) < 0 { Err(Errno::EINVAL.into()) } else { Ok(v) }
+}
+
+pub fn read(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    check_readable(&f)?;
+    let mut p = [pin_one(task, a[1], a[2], true)?];
+    Ok(read_into(&f, &mut p, None)? as u64)
+}
+
+pub fn pread64(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    check_readable(&f)?;
+    let pos = offset_arg(a[3])?;
+    let mut p = [pin_one(task, a[1], a[2], true)?];
+    Ok(read_into(&f, &mut p, Some(pos))? as u64)
+}
+
+pub fn readv(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    check_readable(&f)?;
+    let mut p = pin_iov(task, a[1], a[2], true)?;
+    Ok(read_into(&f, &mut p, None)? as u64)
+}
+
+pub fn preadv(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    check_readable(&f)?;
+    let pos = a[3] as i64;
+    let mut p = pin_iov(task, a[1], a[2], true)?;
+    let pos = if pos == -1 { None } else { Some(offset_arg(pos as u64)?) };
+    Ok(read_into(&f, &mut p, pos)? as u64)
+}
+
+pub fn write(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    check_writable(&f)?;
+    let p = [pin_one(task, a[1], a[2], false)?];
+    Ok(write_from(task, &f, &p, None)? as u64)
+}
+
+pub fn pwrite64(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    check_writable(&f)?;
+    let pos = offset_arg(a[3])?;
+    let p = [pin_one(task, a[1], a[2], false)?];
+    Ok(write_from(task, &f, &p, Some(pos))? as u64)
+}
+
+pub fn writev(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    check_writable(&f)?;
+    let p = pin_iov(task, a[1], a[2], false)?;
+    Ok(write_from(task, &f, &p, None)? as u64)
+}
+
+pub fn pwritev(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    check_writable(&f)?;
+    let pos = a[3] as i64;
+    let p = pin_iov(task, a[1], a[2], false)?;
+    let pos = if pos == -1 { None } else { Some(offset_arg(pos as u64)?) };
+    Ok(write_from(task, &f, &p, pos)? as u64)
+}
+
+pub fn lseek(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let f = file(task, a[0])?;
+    let (off, whence) = (a[1] as i64, a[2] as u32);
+    if !f.ops.seekable() {
+        return Ok(f.ops.seek_stream(off, whence)?);
+    }
+    let mut cur = f.offset.lock().unwrap();
+    let base = match whence {
+        g::SEEK_SET => 0,
+        g::SEEK_CUR => *cur as i64,
+        g::SEEK_END => f.ops.stat()?.size as i64,
+        g::SEEK_DATA | g::SEEK_HOLE => {
+            let size = f.ops.stat()?.size as i64;
+            if off < 0 || off >= size {
+                return Err(Errno::ENXIO.into());
+            }
+            let r = if whence == g::SEEK_DATA { off } else { size };
+            *cur = r as u64;
+            return Ok(r as u64);
+        }
+        _ => return Err(Errno::EINVAL.into()),
+    };
+    let new = base.checked_add(off).ok_or(Errno::EOVERFLOW)?;
+    if new < 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    *cur = new as u64;
+    Ok(new as u64)
+}
+
+/// Copies between two files through a sentry buffer (sendfile,
+/// copy_file_range).
+fn copy_between(
+    task: &mut Task,
+    input: &Arc<OpenFile>,
+    in_pos: Option<u64>,
+    output: &Arc<OpenFile>,
+    count: usize,
+) -> Result<(usize, u64), SysError> {
+    check_readable(input)?;
+    check_writable(output)?;
+    let mut buf = vec![0u8; count.min(1 << 20)];
+    let mut done = 0;
+    let mut pos = in_pos;
+    while done < count {
+        let want = (count - done).min(buf.len());
+        let n = {
+            let mut s = [IoSliceMut::new(&mut buf[..want])];
+            match pos {
+                Some(p) => input.ops.read(input, &mut s, p)?,
+                None if input.ops.seekable() => {
+                    let mut off = input.offset.lock().unwrap();
+                    let n = input.ops.read(input, &mut s, *off)?;
+                    *off += n as u64;
+                    n
+                }
+                None => input.ops.read(input, &mut s, 0)?,
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        let mut written = 0;
+        while written < n {
+            let s = [IoSlice::new(&buf[written..n])];
+            let r = if output.ops.seekable() {
+                let mut off = output.offset.lock().unwrap();
+                let w = output.ops.write(output, &s, *off);
+                if let Ok(w) = w {
+                    *off += w as u64;
+                }
+                w
+            } else {
+                output.ops.write(output, &s, 0)
+            };
+            match r {
+                Ok(w) => written += w,
+                Err(FsError::BrokenPipe) => {
+                    task.signal_self(g::SIGPIPE);
+                    return if done > 0 { Ok((done, pos.unwrap_or(0))) } else { Err(Errno::EPIPE.into()) };
+                }
+                Err(e) => return if done > 0 { Ok((done, pos.unwrap_or(0))) } else { Err(e.into()) },
+            }
+        }
+        done += n;
+        if let Some(p) = pos.as_mut() {
+            *p += n as u64;
+        }
+    }
+    Ok((done, pos.unwrap_or(0)))
+}
+
+pub fn sendfile(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let out = file(task, a[0])?;
+    let input = file(task, a[1])?;
+    let pos = if a[2] != 0 { Some(offset_arg(task.mm.read_pod::<u64>(a[2])?)?) } else { None };
+    let (n, end) = copy_between(task, &input, pos, &out, (a[3] as usize).min(MAX_RW))?;
+    if a[2] != 0 {
+        task.mm.write_pod(a[2], &end)?;
+    }
+    Ok(n as u64)
+}
+
+pub fn copy_file_range(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[5] != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    if a[3] != 0 {
+        // Writing at an explicit output offset is only possible on a
+        // writable regular file, which the read-only root does not have.
+        return Err(Errno::EXDEV.into());
+    }
+    let input = file(task, a[0])?;
+    let out = file(task, a[2])?;
+    let pos = if a[1] != 0 { Some(offset_arg(task.mm.read_pod::<u64>(a[1])?)?) } else { None };
+    let (n, end) = copy_between(task, &input, pos, &out, (a[4] as usize).min(MAX_RW))?;
+    if a[1] != 0 {
+        task.mm.write_pod(a[1], &end)?;
+    }
+    Ok(n as u64)
+}

@@ -1,0 +1,184 @@
+//! Memory system calls.
+
+use linux_raw_sys::general as g;
+use platform::Access;
+
+use super::{SysResult, file};
+use crate::errno::Errno;
+use crate::mm::{Backing, MapFlags, PAGE, SharedMemory, USER_TOP, page_up};
+use crate::task::Task;
+
+fn prot_to_access(prot: u64) -> Result<Access, Errno> {
+    let known = (g::PROT_READ | g::PROT_WRITE | g::PROT_EXEC | g::PROT_GROWSDOWN | g::PROT_GROWSUP) as u64;
+    if prot & !known != 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Access {
+        read: prot & g::PROT_READ as u64 != 0,
+        write: prot & g::PROT_WRITE as u64 != 0,
+        execute: prot & g::PROT_EXEC as u64 != 0,
+    })
+}
+
+pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (addr, len, prot, flags, fd, off) = (a[0], a[1], a[2], a[3] as u32, a[4] as i32, a[5]);
+    let access = prot_to_access(prot)?;
+    let kind = flags & g::MAP_TYPE;
+    if len == 0 || off % PAGE != 0 || !matches!(kind, g::MAP_SHARED | g::MAP_PRIVATE | g::MAP_SHARED_VALIDATE) {
+        return Err(Errno::EINVAL.into());
+    }
+    let known = g::MAP_TYPE
+        | g::MAP_FIXED
+        | g::MAP_ANONYMOUS
+        | g::MAP_GROWSDOWN
+        | g::MAP_DENYWRITE
+        | g::MAP_EXECUTABLE
+        | g::MAP_LOCKED
+        | g::MAP_NORESERVE
+        | g::MAP_POPULATE
+        | g::MAP_NONBLOCK
+        | g::MAP_STACK
+        | g::MAP_HUGETLB
+        | g::MAP_SYNC
+        | g::MAP_FIXED_NOREPLACE
+        | g::MAP_UNINITIALIZED
+        | (g::MAP_HUGE_MASK << g::MAP_HUGE_SHIFT);
+    if kind == g::MAP_SHARED_VALIDATE && flags & !known != 0 {
+        return Err(Errno::EOPNOTSUPP.into());
+    }
+    if flags & g::MAP_HUGETLB != 0 {
+        // No huge page pool in the sandbox, as on a host with none reserved.
+        return Err(Errno::ENOMEM.into());
+    }
+    let len = page_up(len).filter(|l| *l <= USER_TOP).ok_or(Errno::ENOMEM)?;
+    off.checked_add(len).ok_or(Errno::EOVERFLOW)?;
+    let shared = kind != g::MAP_PRIVATE;
+    let mf = task.mm.memory_file().clone();
+    let mut max_access = Access::ALL;
+    let backing = if flags & g::MAP_ANONYMOUS != 0 {
+        if shared { Backing::Shared { object: SharedMemory::new(mf), offset: 0 } } else { Backing::Anonymous }
+    } else {
+        let f = file(task, fd as u64)?;
+        if !f.readable() {
+            return Err(Errno::EACCES.into());
+        }
+        if f.ops.anonymous_mapping() {
+            if shared { Backing::Shared { object: SharedMemory::new(mf), offset: 0 } } else { Backing::Anonymous }
+        } else {
+            let m = f.ops.mappable().ok_or(Errno::ENODEV)?;
+            if shared && !f.writable() {
+                if access.write {
+                    return Err(Errno::EACCES.into());
+                }
+                max_access = Access::ALL.without_write();
+            }
+            Backing::File { file: m, offset: off, shared }
+        }
+    };
+    let mflags = MapFlags {
+        fixed: flags & g::MAP_FIXED != 0,
+        fixed_noreplace: flags & g::MAP_FIXED_NOREPLACE != 0,
+        populate: flags & g::MAP_POPULATE != 0 && flags & g::MAP_NONBLOCK == 0,
+        grows_down: flags & g::MAP_GROWSDOWN != 0,
+    };
+    let at = task.mm.map(addr, len, access, backing, mflags)?;
+    if max_access != Access::ALL {
+        task.mm.set_max_access(at, at + len, max_access);
+    }
+    Ok(at)
+}
+
+pub fn munmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    task.mm.unmap(a[0], a[1])?;
+    Ok(0)
+}
+
+pub fn mprotect(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let access = prot_to_access(a[2])?;
+    task.mm.protect(a[0], a[1], access)?;
+    Ok(0)
+}
+
+pub fn mremap(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[3] as u32;
+    if flags & !(g::MREMAP_MAYMOVE | g::MREMAP_FIXED | g::MREMAP_DONTUNMAP) != 0
+        || flags & g::MREMAP_DONTUNMAP != 0
+        || (flags & g::MREMAP_FIXED != 0 && flags & g::MREMAP_MAYMOVE == 0)
+    {
+        return Err(Errno::EINVAL.into());
+    }
+    let fixed = (flags & g::MREMAP_FIXED != 0).then_some(a[4]);
+    Ok(task.mm.remap(a[0], a[1], a[2], flags & g::MREMAP_MAYMOVE != 0, fixed)?)
+}
+
+pub fn madvise(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (addr, len, advice) = (a[0], a[1], a[2] as u32);
+    if addr % PAGE != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    match advice {
+        g::MADV_DONTNEED | g::MADV_DONTNEED_LOCKED | g::MADV_REMOVE => {
+            task.mm.discard(addr, len)?;
+            Ok(0)
+        }
+        // MADV_FREE may drop the pages or keep them; keeping is simplest
+        // and always correct.
+        g::MADV_NORMAL
+        | g::MADV_RANDOM
+        | g::MADV_SEQUENTIAL
+        | g::MADV_WILLNEED
+        | g::MADV_FREE
+        | g::MADV_DONTFORK
+        | g::MADV_DOFORK
+        | g::MADV_MERGEABLE
+        | g::MADV_UNMERGEABLE
+        | g::MADV_HUGEPAGE
+        | g::MADV_NOHUGEPAGE
+        | g::MADV_DONTDUMP
+        | g::MADV_DODUMP
+        | g::MADV_WIPEONFORK
+        | g::MADV_KEEPONFORK
+        | g::MADV_COLD
+        | g::MADV_PAGEOUT
+        | g::MADV_POPULATE_READ
+        | g::MADV_POPULATE_WRITE
+        | g::MADV_COLLAPSE => Ok(0),
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+pub fn brk(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    Ok(task.mm.brk(a[0]))
+}
+
+pub fn msync(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[2] as u32;
+    if a[0] % PAGE != 0
+        || flags & !(g::MS_ASYNC | g::MS_SYNC | g::MS_INVALIDATE) != 0
+        || (flags & g::MS_ASYNC != 0 && flags & g::MS_SYNC != 0)
+    {
+        return Err(Errno::EINVAL.into());
+    }
+    Ok(0)
+}
+
+/// mlock, munlock, mlockall, munlockall: every page stays resident anyway.
+pub fn mlock(_task: &mut Task, _a: &[u64; 6]) -> SysResult {
+    Ok(0)
+}
+
+pub fn mincore(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] % PAGE != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let pages = page_up(a[1]).ok_or(Errno::ENOMEM)? / PAGE;
+    let vmas = task.mm.vmas();
+    for i in 0..pages {
+        let va = a[0] + i * PAGE;
+        if !vmas.iter().any(|v| va >= v.start && va < v.end) {
+            return Err(Errno::ENOMEM.into());
+        }
+    }
+    task.mm.copy_out(a[2], &vec![1u8; pages as usize])?;
+    Ok(0)
+}

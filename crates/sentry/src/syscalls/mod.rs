@@ -1,0 +1,89 @@
+//! System calls: one table, one module per family, strace-style tracing.
+
+mod errors;
+mod fs;
+mod io;
+mod mm;
+mod process;
+mod info;
+mod signal;
+pub mod strace;
+mod table;
+mod time;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use errors::{SysError, SysResult};
+use linux_raw_sys::general as g;
+
+use crate::errno::Errno;
+use crate::fs::{Dentry, FileType, OpenFile};
+use crate::fs::path::PATH_MAX;
+use crate::task::Task;
+
+/// A system call implementation.
+pub type Handler = fn(&mut Task, &[u64; 6]) -> SysResult;
+
+/// Runs the system call in the task's registers and stores its result.
+pub fn dispatch(task: &mut Task) {
+    let nr = task.regs.syscall_number();
+    let args = task.regs.syscall_args();
+    let def = table::lookup(nr);
+    let tracing = task.kernel.config.strace;
+    let pre = tracing.then(|| strace::enter(task, nr, def, &args));
+    let started = Instant::now();
+    let result = match def {
+        Some(d) => (d.handler)(task, &args),
+        None => {
+            task.kernel.report_unsupported(nr, &table::name(nr));
+            Err(SysError::Errno(Errno::ENOSYS))
+        }
+    };
+    task.kernel.stats.record_syscall(nr, started.elapsed());
+    let result = match result {
+        // Nothing interrupts a system call yet, so a restart request can
+        // only come from a wait that was cut short: report EINTR.
+        Err(SysError::Errno(e)) if e.is_restart() => Err(SysError::Errno(Errno::EINTR)),
+        r => r,
+    };
+    match result {
+        Ok(v) => task.regs.set_return(v),
+        Err(SysError::Errno(e)) => task.regs.set_return(e.as_return()),
+        Err(SysError::JustReturn) => {}
+    }
+    if let Some(line) = pre {
+        strace::exit(task, line, def, &args, result);
+    }
+}
+
+/// Reads a path argument: EFAULT on a bad pointer, ENAMETOOLONG past
+/// PATH_MAX.
+pub fn read_path(task: &Task, addr: u64) -> Result<Vec<u8>, SysError> {
+    Ok(task.mm.read_cstring(addr, PATH_MAX - 1)?)
+}
+
+/// The open file behind `fd`.
+pub fn file(task: &Task, fd: u64) -> Result<Arc<OpenFile>, SysError> {
+    Ok(task.files.get(fd as i32)?)
+}
+
+/// Where a relative path given with `dirfd` starts: None for the working
+/// directory.
+pub fn start_dir(task: &Task, dirfd: u64, path: &[u8]) -> Result<Option<Arc<Dentry>>, SysError> {
+    let dirfd = dirfd as i32;
+    if path.first() == Some(&b'/') || dirfd == g::AT_FDCWD {
+        return Ok(None);
+    }
+    let f = task.files.get(dirfd)?;
+    let d = f.dentry.clone().ok_or(Errno::ENOTDIR)?;
+    if d.file_type() != FileType::Directory {
+        return Err(Errno::ENOTDIR.into());
+    }
+    Ok(Some(d))
+}
+
+/// Turns a negative value into EINVAL and anything else into `usize`.
+pub fn to_usize(v: u64) -> Result<usize, SysError> {
+    if (v as i64) < 0 { Err(Errno::EINVAL.into()) } else { Ok(v as usize) }
+}

@@ -1,0 +1,381 @@
+//! Process and thread system calls.
+
+use linux_raw_sys::general as g;
+use linux_raw_sys::prctl as pr;
+
+use super::{SysError, SysResult, read_path, start_dir};
+use crate::errno::Errno;
+use crate::task::{ExitStatus, RLIM_INFINITY, Rlimit, Task};
+
+/// Most arguments or environment entries accepted by execve.
+const MAX_ARG_COUNT: usize = 0x7fff_ffff / 8;
+
+pub fn exit(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    // A single-threaded process ends with its only thread.
+    task.exit_group(ExitStatus::Exited(a[0] as u8));
+    Err(SysError::JustReturn)
+}
+
+pub fn exit_group(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    task.exit_group(ExitStatus::Exited(a[0] as u8));
+    Err(SysError::JustReturn)
+}
+
+pub fn getpid(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(task.tg.tgid as u64)
+}
+
+pub fn gettid(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(task.tid as u64)
+}
+
+pub fn getppid(_task: &mut Task, _: &[u64; 6]) -> SysResult {
+    // The sandbox's first process has no parent inside the sandbox.
+    Ok(0)
+}
+
+pub fn getuid(_: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(rustix::process::getuid().as_raw() as u64)
+}
+pub fn geteuid(_: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(rustix::process::geteuid().as_raw() as u64)
+}
+pub fn getgid(_: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(rustix::process::getgid().as_raw() as u64)
+}
+pub fn getegid(_: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(rustix::process::getegid().as_raw() as u64)
+}
+
+fn write_ids(task: &Task, addrs: [u64; 3], v: u32) -> SysResult {
+    for a in addrs {
+        task.mm.write_pod(a, &v)?;
+    }
+    Ok(0)
+}
+
+pub fn getresuid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    write_ids(task, [a[0], a[1], a[2]], rustix::process::getuid().as_raw())
+}
+pub fn getresgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    write_ids(task, [a[0], a[1], a[2]], rustix::process::getgid().as_raw())
+}
+
+pub fn getgroups(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let groups = rustix::process::getgroups().unwrap_or_default();
+    let n = a[0] as i32;
+    if n < 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    if n == 0 {
+        return Ok(groups.len() as u64);
+    }
+    if (n as usize) < groups.len() {
+        return Err(Errno::EINVAL.into());
+    }
+    let bytes: Vec<u8> = groups.iter().flat_map(|g| g.as_raw().to_le_bytes()).collect();
+    task.mm.copy_out(a[1], &bytes)?;
+    Ok(groups.len() as u64)
+}
+
+/// set*id: the sandbox has one identity; setting it to itself succeeds, any
+/// change is refused as for an unprivileged process.
+pub fn setid(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+    let ok = |v: u64| v as i32 == -1 || v as u32 == uid || v as u32 == gid;
+    if ok(a[0]) && ok(a[1]) && ok(a[2]) { Ok(0) } else { Err(Errno::EPERM.into()) }
+}
+
+pub fn setgroups(_task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Err(Errno::EPERM.into())
+}
+
+pub fn set_tid_address(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    task.clear_child_tid = a[0];
+    Ok(task.tid as u64)
+}
+
+pub fn set_robust_list(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[1] != size_of::<g::robust_list_head>() as u64 {
+        return Err(Errno::EINVAL.into());
+    }
+    task.robust_list = (a[0], a[1]);
+    Ok(0)
+}
+
+pub fn get_robust_list(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] != 0 && a[0] as i32 != task.tid {
+        return Err(Errno::ESRCH.into());
+    }
+    task.mm.write_pod(a[1], &task.robust_list.0)?;
+    task.mm.write_pod(a[2], &task.robust_list.1)?;
+    Ok(0)
+}
+
+pub fn arch_prctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    const ARCH_SET_GS: u64 = 0x1001;
+    const ARCH_SET_FS: u64 = 0x1002;
+    const ARCH_GET_FS: u64 = 0x1003;
+    const ARCH_GET_GS: u64 = 0x1004;
+    let canonical = |v: u64| v < (1 << 47);
+    match a[0] {
+        ARCH_SET_FS if canonical(a[1]) => {
+            task.regs.fs_base = a[1];
+            Ok(0)
+        }
+        ARCH_SET_GS if canonical(a[1]) => {
+            task.regs.gs_base = a[1];
+            Ok(0)
+        }
+        ARCH_SET_FS | ARCH_SET_GS => Err(Errno::EPERM.into()),
+        ARCH_GET_FS => {
+            task.mm.write_pod(a[1], &task.regs.fs_base)?;
+            Ok(0)
+        }
+        ARCH_GET_GS => {
+            task.mm.write_pod(a[1], &task.regs.gs_base)?;
+            Ok(0)
+        }
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+pub fn prctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    match a[0] as u32 {
+        pr::PR_SET_NAME => {
+            let mut name = task.mm.read_cstring(a[1], 4096).map_err(|_| Errno::EFAULT)?;
+            name.truncate(15);
+            task.tg.info.lock().unwrap().comm = name;
+            Ok(0)
+        }
+        pr::PR_GET_NAME => {
+            let mut name = task.tg.info.lock().unwrap().comm.clone();
+            name.resize(16, 0);
+            task.mm.copy_out(a[1], &name)?;
+            Ok(0)
+        }
+        pr::PR_GET_DUMPABLE => Ok(1),
+        pr::PR_SET_DUMPABLE if a[1] <= 1 => Ok(0),
+        pr::PR_SET_NO_NEW_PRIVS if a[1] == 1 => Ok(0),
+        pr::PR_GET_NO_NEW_PRIVS => Ok(1),
+        pr::PR_SET_PDEATHSIG if a[1] <= 64 => Ok(0),
+        pr::PR_GET_PDEATHSIG => {
+            task.mm.write_pod(a[1], &0i32)?;
+            Ok(0)
+        }
+        pr::PR_GET_SECCOMP => Ok(0),
+        pr::PR_CAPBSET_READ => Ok(0),
+        pr::PR_GET_KEEPCAPS => Ok(0),
+        pr::PR_SET_KEEPCAPS if a[1] <= 1 => Ok(0),
+        pr::PR_GET_TIMERSLACK => Ok(50_000),
+        pr::PR_SET_TIMERSLACK => Ok(0),
+        pr::PR_GET_CHILD_SUBREAPER => {
+            task.mm.write_pod(a[1], &0i32)?;
+            Ok(0)
+        }
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+/// Restartable sequences are not provided; the C library then does
+/// without them (as on kernels built without CONFIG_RSEQ).
+pub fn rseq(_task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Err(Errno::ENOSYS.into())
+}
+
+fn read_string_array(task: &Task, addr: u64) -> Result<Vec<Vec<u8>>, SysError> {
+    let mut out = Vec::new();
+    if addr == 0 {
+        return Ok(out);
+    }
+    loop {
+        if out.len() >= MAX_ARG_COUNT {
+            return Err(Errno::E2BIG.into());
+        }
+        let p: u64 = task.mm.read_pod(addr + 8 * out.len() as u64)?;
+        if p == 0 {
+            return Ok(out);
+        }
+        out.push(task.mm.read_cstring(p, 32 * 4096).map_err(|e| match e {
+            crate::mm::MmError::TooLong => Errno::E2BIG,
+            _ => Errno::EFAULT,
+        })?);
+    }
+}
+
+fn execve_common(task: &mut Task, path: Vec<u8>, argv_addr: u64, envp_addr: u64) -> SysResult {
+    let argv = read_string_array(task, argv_addr)?;
+    let envp = read_string_array(task, envp_addr)?;
+    crate::task::exec::exec(task, &path, argv, envp)?;
+    Ok(0)
+}
+
+pub fn execve(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let path = read_path(task, a[0])?;
+    execve_common(task, path, a[1], a[2])
+}
+
+pub fn execveat(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[4] as u32;
+    if flags & !(g::AT_EMPTY_PATH | g::AT_SYMLINK_NOFOLLOW) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let path = read_path(task, a[1])?;
+    let full = if path.is_empty() {
+        if flags & g::AT_EMPTY_PATH == 0 {
+            return Err(Errno::ENOENT.into());
+        }
+        super::file(task, a[0])?.path().ok_or(Errno::ENOENT)?
+    } else if path[0] == b'/' || a[0] as i32 == g::AT_FDCWD {
+        path
+    } else {
+        let dir = start_dir(task, a[0], &path)?.ok_or(Errno::EBADF)?;
+        let mut p = dir.path();
+        p.push(b'/');
+        p.extend(path);
+        p
+    };
+    execve_common(task, full, a[2], a[3])
+}
+
+fn rlimit_in(task: &Task, addr: u64) -> Result<Rlimit, SysError> {
+    let r: g::rlimit64 = task.mm.read_pod(addr)?;
+    Ok(Rlimit { cur: r.rlim_cur, max: r.rlim_max })
+}
+
+fn rlimit_out(task: &Task, addr: u64, r: Rlimit) -> Result<(), SysError> {
+    let mut o = <g::rlimit64 as crate::abi::Pod>::zeroed();
+    o.rlim_cur = r.cur;
+    o.rlim_max = r.max;
+    task.mm.write_pod(addr, &o)?;
+    Ok(())
+}
+
+fn set_rlimit(task: &mut Task, resource: u32, new: Rlimit) -> Result<(), SysError> {
+    if new.cur > new.max {
+        return Err(Errno::EINVAL.into());
+    }
+    let mut l = task.tg.rlimits.lock().unwrap();
+    let old = l.0[resource as usize];
+    if new.max > old.max && !rustix::process::geteuid().is_root() {
+        return Err(Errno::EPERM.into());
+    }
+    if resource == g::RLIMIT_NOFILE && new.cur != RLIM_INFINITY && new.cur > 1 << 20 {
+        return Err(Errno::EPERM.into());
+    }
+    l.0[resource as usize] = new;
+    drop(l);
+    match resource {
+        g::RLIMIT_NOFILE => task.files.set_limit(new.cur.min(1 << 20) as u32),
+        g::RLIMIT_STACK => task.mm.set_stack_limit(new.cur),
+        _ => {}
+    }
+    Ok(())
+}
+
+pub fn prlimit64(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (pid, resource) = (a[0] as i32, a[1] as u32);
+    if pid != 0 && pid != task.tg.tgid {
+        return Err(Errno::ESRCH.into());
+    }
+    if resource >= 16 {
+        return Err(Errno::EINVAL.into());
+    }
+    let old = task.tg.rlimit(resource);
+    if a[2] != 0 {
+        let new = rlimit_in(task, a[2])?;
+        set_rlimit(task, resource, new)?;
+    }
+    if a[3] != 0 {
+        rlimit_out(task, a[3], old)?;
+    }
+    Ok(0)
+}
+
+pub fn getrlimit(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let resource = a[0] as u32;
+    if resource >= 16 {
+        return Err(Errno::EINVAL.into());
+    }
+    rlimit_out(task, a[1], task.tg.rlimit(resource))?;
+    Ok(0)
+}
+
+pub fn setrlimit(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let resource = a[0] as u32;
+    if resource >= 16 {
+        return Err(Errno::EINVAL.into());
+    }
+    let new = rlimit_in(task, a[1])?;
+    set_rlimit(task, resource, new)?;
+    Ok(0)
+}
+
+fn timeval_of(d: std::time::Duration) -> g::__kernel_old_timeval {
+    let mut t = <g::__kernel_old_timeval as crate::abi::Pod>::zeroed();
+    t.tv_sec = d.as_secs() as _;
+    t.tv_usec = d.subsec_micros() as _;
+    t
+}
+
+/// CPU time of the calling thread, from the host thread that runs it.
+fn thread_cpu_time() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+pub fn getrusage(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let who = a[0] as i32;
+    if ![g::RUSAGE_SELF as i32, g::RUSAGE_CHILDREN, g::RUSAGE_THREAD as i32].contains(&who) {
+        return Err(Errno::EINVAL.into());
+    }
+    let mut r = <g::rusage as crate::abi::Pod>::zeroed();
+    if who != g::RUSAGE_CHILDREN {
+        r.ru_utime = timeval_of(thread_cpu_time());
+        r.ru_maxrss = (task.mm.resident_pages() * 4) as _;
+    }
+    task.mm.write_pod(a[1], &r)?;
+    Ok(0)
+}
+
+pub fn times(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let ticks = |d: std::time::Duration| (d.as_millis() / 10) as u64;
+    if a[0] != 0 {
+        let v = [ticks(thread_cpu_time()), 0u64, 0, 0];
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        task.mm.copy_out(a[0], &bytes)?;
+    }
+    Ok(ticks(task.kernel.started.elapsed()))
+}
+
+pub fn personality(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+    match a[0] as u32 {
+        0xffff_ffff | 0 => Ok(0),
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+pub fn capget(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let version: u32 = task.mm.read_pod(a[0])?;
+    if version != 0x2008_0522 && version != 0x2007_1026 && version != 0x1998_0330 {
+        task.mm.write_pod(a[0], &0x2008_0522u32)?;
+        return Err(Errno::EINVAL.into());
+    }
+    if a[1] != 0 {
+        // No capabilities inside the sandbox.
+        let words = if version == 0x1998_0330 { 3 } else { 6 };
+        task.mm.copy_out(a[1], &vec![0u8; 4 * words])?;
+    }
+    Ok(0)
+}
+
+pub fn getpgrp(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(task.tg.tgid as u64)
+}
+
+pub fn getpgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] != 0 && a[0] as i32 != task.tg.tgid {
+        return Err(Errno::ESRCH.into());
+    }
+    Ok(task.tg.tgid as u64)
+}

@@ -1,0 +1,214 @@
+//! The system call table: handler and how strace shows the arguments, by
+//! number.
+
+use std::sync::LazyLock;
+
+use syscalls::Sysno;
+
+use super::strace::{Arg, Arg::*, Ret};
+use super::{Handler, fs, info, io, mm, process, signal, time};
+
+/// One implemented system call.
+pub struct SyscallDef {
+    pub name: &'static str,
+    pub handler: Handler,
+    pub args: &'static [Arg],
+    pub ret: Ret,
+}
+
+macro_rules! table {
+    ($($sys:ident => $h:path, [$($a:expr),*], $r:ident;)*) => {
+        fn entries() -> Vec<(Sysno, Handler, &'static [Arg], Ret)> {
+            vec![$((Sysno::$sys, $h as Handler, &[$($a),*], Ret::$r)),*]
+        }
+    };
+}
+
+table! {
+    read => io::read, [Fd, OutBuf, UInt], Int;
+    write => io::write, [Fd, InBuf(2), UInt], Int;
+    open => fs::open, [Path, OpenFlags, Mode], Int;
+    close => fs::close, [Fd], Int;
+    stat => fs::stat, [Path, Ptr], Int;
+    fstat => fs::fstat, [Fd, Ptr], Int;
+    lstat => fs::lstat, [Path, Ptr], Int;
+    lseek => io::lseek, [Fd, Int, Whence], Int;
+    mmap => mm::mmap, [Ptr, UInt, Prot, MapFlags, Fd, Hex], Hex;
+    mprotect => mm::mprotect, [Ptr, UInt, Prot], Int;
+    munmap => mm::munmap, [Ptr, UInt], Int;
+    brk => mm::brk, [Ptr], Hex;
+    rt_sigaction => signal::rt_sigaction, [Signal, Ptr, Ptr, UInt], Int;
+    rt_sigprocmask => signal::rt_sigprocmask, [SigHow, Ptr, Ptr, UInt], Int;
+    ioctl => fs::ioctl, [Fd, Hex, Ptr], Int;
+    pread64 => io::pread64, [Fd, OutBuf, UInt, Int], Int;
+    pwrite64 => io::pwrite64, [Fd, InBuf(2), UInt, Int], Int;
+    readv => io::readv, [Fd, Ptr, UInt], Int;
+    writev => io::writev, [Fd, Ptr, UInt], Int;
+    access => fs::access, [Path, AccessMode], Int;
+    sched_yield => info::sched_yield, [], Int;
+    mremap => mm::mremap, [Ptr, UInt, UInt, Hex, Ptr], Hex;
+    msync => mm::msync, [Ptr, UInt, Hex], Int;
+    mincore => mm::mincore, [Ptr, UInt, Ptr], Int;
+    madvise => mm::madvise, [Ptr, UInt, Int], Int;
+    dup => fs::dup, [Fd], Int;
+    dup2 => fs::dup2, [Fd, Fd], Int;
+    nanosleep => time::nanosleep, [Ptr, Ptr], Int;
+    getpid => process::getpid, [], Int;
+    sendfile => io::sendfile, [Fd, Fd, Ptr, UInt], Int;
+    exit => process::exit, [Int], None;
+    kill => signal::kill, [Int, Signal], Int;
+    uname => info::uname, [Ptr], Int;
+    fcntl => fs::fcntl, [Fd, FcntlCmd, Hex], Int;
+    flock => fs::fd_noop, [Fd, Int], Int;
+    fsync => fs::fd_noop, [Fd], Int;
+    fdatasync => fs::fd_noop, [Fd], Int;
+    truncate => fs::truncate, [Path, Int], Int;
+    ftruncate => fs::ftruncate, [Fd, Int], Int;
+    getcwd => fs::getcwd, [Ptr, UInt], Int;
+    chdir => fs::chdir, [Path], Int;
+    fchdir => fs::fchdir, [Fd], Int;
+    rename => fs::rename, [Path, Path], Int;
+    mkdir => fs::mkdir, [Path, Mode], Int;
+    rmdir => fs::rmdir, [Path], Int;
+    creat => fs::creat, [Path, Mode], Int;
+    link => fs::link, [Path, Path], Int;
+    unlink => fs::unlink, [Path], Int;
+    symlink => fs::symlink, [Path, Path], Int;
+    readlink => fs::readlink, [Path, Ptr, UInt], Int;
+    chmod => fs::chmod, [Path, Mode], Int;
+    fchmod => fs::fchmod, [Fd, Mode], Int;
+    chown => fs::chown, [Path, Int, Int], Int;
+    fchown => fs::fchown, [Fd, Int, Int], Int;
+    lchown => fs::lchown, [Path, Int, Int], Int;
+    umask => fs::umask, [Mode], Int;
+    gettimeofday => time::gettimeofday, [Ptr, Ptr], Int;
+    getrlimit => process::getrlimit, [Int, Ptr], Int;
+    getrusage => process::getrusage, [Int, Ptr], Int;
+    sysinfo => info::sysinfo, [Ptr], Int;
+    times => process::times, [Ptr], Int;
+    getuid => process::getuid, [], Int;
+    getgid => process::getgid, [], Int;
+    setuid => process::setid, [Int], Int;
+    setgid => process::setid, [Int], Int;
+    geteuid => process::geteuid, [], Int;
+    getegid => process::getegid, [], Int;
+    getppid => process::getppid, [], Int;
+    getpgrp => process::getpgrp, [], Int;
+    setreuid => process::setid, [Int, Int], Int;
+    setregid => process::setid, [Int, Int], Int;
+    getgroups => process::getgroups, [Int, Ptr], Int;
+    setgroups => process::setgroups, [Int, Ptr], Int;
+    setresuid => process::setid, [Int, Int, Int], Int;
+    getresuid => process::getresuid, [Ptr, Ptr, Ptr], Int;
+    setresgid => process::setid, [Int, Int, Int], Int;
+    getresgid => process::getresgid, [Ptr, Ptr, Ptr], Int;
+    getpgid => process::getpgid, [Int], Int;
+    capget => process::capget, [Ptr, Ptr], Int;
+    rt_sigpending => signal::rt_sigpending, [Ptr, UInt], Int;
+    sigaltstack => signal::sigaltstack, [Ptr, Ptr], Int;
+    utime => fs::utimes, [Path, Ptr], Int;
+    mknod => fs::mknod, [Path, Mode, Hex], Int;
+    personality => process::personality, [Hex], Hex;
+    statfs => fs::statfs, [Path, Ptr], Int;
+    fstatfs => fs::fstatfs, [Fd, Ptr], Int;
+    getpriority => info::getpriority, [Int, Int], Int;
+    setpriority => info::setpriority, [Int, Int, Int], Int;
+    sched_getparam => info::sched_getparam, [Int, Ptr], Int;
+    sched_getscheduler => info::sched_getscheduler, [Int], Int;
+    sched_get_priority_max => info::sched_priority_range, [Int], Int;
+    sched_get_priority_min => info::sched_priority_range, [Int], Int;
+    mlock => mm::mlock, [Ptr, UInt], Int;
+    munlock => mm::mlock, [Ptr, UInt], Int;
+    mlockall => mm::mlock, [Hex], Int;
+    munlockall => mm::mlock, [], Int;
+    prctl => process::prctl, [Int, Hex, Hex, Hex, Hex], Int;
+    arch_prctl => process::arch_prctl, [Hex, Hex], Int;
+    setrlimit => process::setrlimit, [Int, Ptr], Int;
+    chroot => fs::chroot, [Path], Int;
+    sync => fs::sync, [], Int;
+    gettid => process::gettid, [], Int;
+    readahead => fs::fd_noop, [Fd, Int, UInt], Int;
+    time => time::time, [Ptr], Int;
+    futex => signal::futex, [Ptr, Hex, UInt, Ptr, Ptr, UInt], Int;
+    sched_setaffinity => info::sched_setaffinity, [Int, UInt, Ptr], Int;
+    sched_getaffinity => info::sched_getaffinity, [Int, UInt, Ptr], Int;
+    getdents64 => fs::getdents64, [Fd, Ptr, UInt], Int;
+    set_tid_address => process::set_tid_address, [Ptr], Int;
+    fadvise64 => fs::fd_noop, [Fd, Int, UInt, Int], Int;
+    clock_gettime => time::clock_gettime, [Clock, Ptr], Int;
+    clock_getres => time::clock_getres, [Clock, Ptr], Int;
+    clock_nanosleep => time::clock_nanosleep, [Clock, Hex, Ptr, Ptr], Int;
+    exit_group => process::exit_group, [Int], None;
+    tgkill => signal::tgkill, [Int, Int, Signal], Int;
+    tkill => signal::tkill, [Int, Signal], Int;
+    utimes => fs::utimes, [Path, Ptr], Int;
+    openat => fs::openat, [DirFd, Path, OpenFlags, Mode], Int;
+    mkdirat => fs::mkdirat, [DirFd, Path, Mode], Int;
+    mknodat => fs::mknodat, [DirFd, Path, Mode, Hex], Int;
+    fchownat => fs::fchownat, [DirFd, Path, Int, Int, AtFlags], Int;
+    newfstatat => fs::newfstatat, [DirFd, Path, Ptr, AtFlags], Int;
+    unlinkat => fs::unlinkat, [DirFd, Path, AtFlags], Int;
+    renameat => fs::renameat, [DirFd, Path, DirFd, Path], Int;
+    renameat2 => fs::renameat, [DirFd, Path, DirFd, Path, Hex], Int;
+    linkat => fs::linkat, [DirFd, Path, DirFd, Path, AtFlags], Int;
+    symlinkat => fs::symlinkat, [Path, DirFd, Path], Int;
+    readlinkat => fs::readlinkat, [DirFd, Path, Ptr, UInt], Int;
+    fchmodat => fs::fchmodat, [DirFd, Path, Mode], Int;
+    faccessat => fs::faccessat, [DirFd, Path, AccessMode], Int;
+    faccessat2 => fs::faccessat2, [DirFd, Path, AccessMode, AtFlags], Int;
+    set_robust_list => process::set_robust_list, [Ptr, UInt], Int;
+    get_robust_list => process::get_robust_list, [Int, Ptr, Ptr], Int;
+    utimensat => fs::utimensat, [DirFd, Path, Ptr, AtFlags], Int;
+    dup3 => fs::dup3, [Fd, Fd, OpenFlags], Int;
+    preadv => io::preadv, [Fd, Ptr, UInt, Int], Int;
+    pwritev => io::pwritev, [Fd, Ptr, UInt, Int], Int;
+    prlimit64 => process::prlimit64, [Int, Int, Ptr, Ptr], Int;
+    syncfs => fs::fd_noop, [Fd], Int;
+    getcpu => info::getcpu, [Ptr, Ptr, Ptr], Int;
+    getrandom => info::getrandom, [Ptr, UInt, Hex], Int;
+    execve => process::execve, [Path, Argv, Ptr], Int;
+    execveat => process::execveat, [DirFd, Path, Argv, Ptr, AtFlags], Int;
+    copy_file_range => io::copy_file_range, [Fd, Ptr, Fd, Ptr, UInt, Hex], Int;
+    statx => fs::statx, [DirFd, Path, AtFlags, Hex, Ptr], Int;
+    rseq => process::rseq, [Ptr, UInt, Hex, Hex], Int;
+    close_range => fs::close_range, [Fd, Fd, Hex], Int;
+    openat2 => fs::openat2, [DirFd, Path, Ptr, UInt], Int;
+    getxattr => fs::getxattr, [Path, Path, Ptr, UInt], Int;
+    lgetxattr => fs::lgetxattr, [Path, Path, Ptr, UInt], Int;
+    fgetxattr => fs::fgetxattr, [Fd, Path, Ptr, UInt], Int;
+    listxattr => fs::listxattr, [Path, Ptr, UInt], Int;
+    llistxattr => fs::llistxattr, [Path, Ptr, UInt], Int;
+    flistxattr => fs::flistxattr, [Fd, Ptr, UInt], Int;
+    setxattr => fs::setxattr, [Path, Path, Ptr, UInt, Hex], Int;
+    lsetxattr => fs::lsetxattr, [Path, Path, Ptr, UInt, Hex], Int;
+    fsetxattr => fs::fsetxattr, [Fd, Path, Ptr, UInt, Hex], Int;
+    removexattr => fs::setxattr, [Path, Path], Int;
+    lremovexattr => fs::lsetxattr, [Path, Path], Int;
+    fremovexattr => fs::fsetxattr, [Fd, Path], Int;
+}
+
+static TABLE: LazyLock<Vec<Option<SyscallDef>>> = LazyLock::new(|| {
+    let mut t: Vec<Option<SyscallDef>> = Vec::new();
+    for (sys, handler, args, ret) in entries() {
+        let nr = sys.id() as usize;
+        if t.len() <= nr {
+            t.resize_with(nr + 1, || None);
+        }
+        t[nr] = Some(SyscallDef { name: sys.name(), handler, args, ret });
+    }
+    t
+});
+
+/// The definition of system call `nr`, if implemented.
+pub fn lookup(nr: u64) -> Option<&'static SyscallDef> {
+    TABLE.get(usize::try_from(nr).ok()?).and_then(|d| d.as_ref())
+}
+
+/// The name of system call `nr`, implemented or not.
+pub fn name(nr: u64) -> String {
+    i32::try_from(nr)
+        .ok()
+        .and_then(|n| Sysno::new(n as usize))
+        .map(|s| s.name().to_string())
+        .unwrap_or_else(|| format!("syscall_{nr:#x}"))
+}

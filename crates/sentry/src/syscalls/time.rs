@@ -1,0 +1,116 @@
+//! Clocks and sleeping.
+
+use std::time::Duration;
+
+use linux_raw_sys::general as g;
+use rustix::time::ClockId;
+
+use super::{SysError, SysResult};
+use crate::errno::Errno;
+use crate::task::Task;
+
+/// The host clock behind a clock id.
+#[derive(Clone, Copy)]
+enum Clock {
+    Known(ClockId),
+    Tai,
+}
+
+fn now(c: Clock) -> rustix::time::Timespec {
+    match c {
+        Clock::Known(id) => rustix::time::clock_gettime(id),
+        Clock::Tai => rustix::time::clock_gettime_dynamic(rustix::time::DynamicClockId::Tai)
+            .unwrap_or_else(|_| rustix::time::clock_gettime(ClockId::Realtime)),
+    }
+}
+
+fn clock_of(id: u64) -> Result<Clock, SysError> {
+    if id as u32 == g::CLOCK_TAI {
+        return Ok(Clock::Tai);
+    }
+    Ok(Clock::Known(match id as u32 {
+        g::CLOCK_REALTIME => ClockId::Realtime,
+        g::CLOCK_MONOTONIC => ClockId::Monotonic,
+        g::CLOCK_PROCESS_CPUTIME_ID => ClockId::ProcessCPUTime,
+        g::CLOCK_THREAD_CPUTIME_ID => ClockId::ThreadCPUTime,
+        g::CLOCK_MONOTONIC_RAW => ClockId::MonotonicRaw,
+        g::CLOCK_REALTIME_COARSE => ClockId::RealtimeCoarse,
+        g::CLOCK_MONOTONIC_COARSE => ClockId::MonotonicCoarse,
+        g::CLOCK_BOOTTIME => ClockId::Boottime,
+        _ => return Err(Errno::EINVAL.into()),
+    }))
+}
+
+fn write_ts(task: &Task, addr: u64, sec: i64, nsec: i64) -> SysResult {
+    let mut t = <g::__kernel_timespec as crate::abi::Pod>::zeroed();
+    t.tv_sec = sec;
+    t.tv_nsec = nsec;
+    task.mm.write_pod(addr, &t)?;
+    Ok(0)
+}
+
+pub fn clock_gettime(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let t = now(clock_of(a[0])?);
+    write_ts(task, a[1], t.tv_sec, t.tv_nsec)
+}
+
+pub fn clock_getres(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let c = clock_of(a[0])?;
+    if a[1] == 0 {
+        return Ok(0);
+    }
+    let coarse = matches!(c, Clock::Known(ClockId::RealtimeCoarse | ClockId::MonotonicCoarse));
+    write_ts(task, a[1], 0, if coarse { 4_000_000 } else { 1 })
+}
+
+pub fn gettimeofday(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let t = rustix::time::clock_gettime(ClockId::Realtime);
+    if a[0] != 0 {
+        let mut tv = <g::__kernel_old_timeval as crate::abi::Pod>::zeroed();
+        tv.tv_sec = t.tv_sec;
+        tv.tv_usec = t.tv_nsec / 1000;
+        task.mm.write_pod(a[0], &tv)?;
+    }
+    if a[1] != 0 {
+        task.mm.write_pod(a[1], &<g::timezone as crate::abi::Pod>::zeroed())?;
+    }
+    Ok(0)
+}
+
+pub fn time(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let t = rustix::time::clock_gettime(ClockId::Realtime).tv_sec as u64;
+    if a[0] != 0 {
+        task.mm.write_pod(a[0], &t)?;
+    }
+    Ok(t)
+}
+
+fn read_ts(task: &Task, addr: u64) -> Result<Duration, SysError> {
+    let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
+    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+        return Err(Errno::EINVAL.into());
+    }
+    Ok(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+}
+
+pub fn nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let d = read_ts(task, a[0])?;
+    std::thread::sleep(d);
+    Ok(0)
+}
+
+pub fn clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let clock = clock_of(a[0])?;
+    if matches!(clock, Clock::Known(ClockId::ThreadCPUTime)) {
+        return Err(Errno::EINVAL.into());
+    }
+    let d = read_ts(task, a[2])?;
+    let d = if a[1] as u32 & g::TIMER_ABSTIME != 0 {
+        let n = now(clock);
+        d.saturating_sub(Duration::new(n.tv_sec as u64, n.tv_nsec as u32))
+    } else {
+        d
+    };
+    std::thread::sleep(d);
+    Ok(0)
+}

@@ -1,0 +1,230 @@
+//! What /proc shows, taken from the kernel's processes.
+
+use std::fmt::Write;
+use std::sync::{Arc, Weak};
+
+use crate::fs::Dentry;
+use crate::fs::proc::ProcSource;
+use crate::kernel::Kernel;
+use crate::mm::{Backing, Role};
+
+/// The kernel as a source for /proc.
+pub struct KernelProcSource {
+    pub kernel: Weak<Kernel>,
+}
+
+impl KernelProcSource {
+    fn view(&self, pid: i32) -> Option<super::ProcessView> {
+        let k = self.kernel.upgrade()?;
+        let tg = k.processes.get(pid)?;
+        tg.view.lock().unwrap().clone()
+    }
+}
+
+fn nul_joined(v: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in v {
+        out.extend_from_slice(s);
+        out.push(0);
+    }
+    out
+}
+
+impl ProcSource for KernelProcSource {
+    fn current_pid(&self) -> i32 {
+        super::run::current_tgid()
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        self.kernel.upgrade().map(|k| k.processes.pids()).unwrap_or_default()
+    }
+
+    fn exists(&self, pid: i32) -> bool {
+        self.kernel.upgrade().and_then(|k| k.processes.get(pid)).is_some()
+    }
+
+    fn root(&self, pid: i32) -> Option<Arc<Dentry>> {
+        Some(self.view(pid)?.fs.lock().unwrap().root.clone())
+    }
+
+    fn cwd(&self, pid: i32) -> Option<Arc<Dentry>> {
+        Some(self.view(pid)?.fs.lock().unwrap().cwd.clone())
+    }
+
+    fn exe(&self, pid: i32) -> Option<Arc<Dentry>> {
+        self.kernel.upgrade()?.processes.get(pid)?.info.lock().unwrap().exe.clone()
+    }
+
+    fn fds(&self, pid: i32) -> Vec<(i32, Result<Arc<Dentry>, Vec<u8>>)> {
+        let Some(v) = self.view(pid) else { return vec![] };
+        v.files
+            .list()
+            .into_iter()
+            .map(|(fd, e)| {
+                let target = match &e.file.dentry {
+                    Some(d) => Ok(d.clone()),
+                    None => Err(format!("anon_inode:[{}]", fd).into_bytes()),
+                };
+                (fd, target)
+            })
+            .collect()
+    }
+
+    fn file(&self, pid: i32, name: &str) -> Option<Vec<u8>> {
+        let k = self.kernel.upgrade()?;
+        let tg = k.processes.get(pid)?;
+        let info = tg.info.lock().unwrap().clone();
+        match name {
+            "cmdline" => Some(nul_joined(&info.argv)),
+            "environ" => Some(nul_joined(&info.envp)),
+            "comm" => {
+                let mut c = info.comm.clone();
+                c.push(b'\n');
+                Some(c)
+            }
+            "auxv" => Some(info.auxv.iter().chain(&[(0, 0)]).flat_map(|(a, b)| [a.to_le_bytes(), b.to_le_bytes()]).flatten().collect()),
+            "maps" => {
+                let view = tg.view.lock().unwrap().clone()?;
+                let mut out = String::new();
+                for v in view.mm.vmas() {
+                    let a = v.access;
+                    let (off, dev, ino, path) = match &v.backing {
+                        Backing::File { file, offset, shared: _ } => {
+                            let n = file.describe();
+                            (*offset, n.dev, n.ino, n.path)
+                        }
+                        _ => (0, 0, 0, String::new()),
+                    };
+                    let name = match v.role {
+                        Role::Heap => "[heap]".to_string(),
+                        Role::Stack => "[stack]".to_string(),
+                        Role::Plain => path,
+                    };
+                    let _ = writeln!(
+                        out,
+                        "{:x}-{:x} {}{}{}{} {:08x} {:02x}:{:02x} {} {}",
+                        v.start,
+                        v.end,
+                        if a.read { 'r' } else { '-' },
+                        if a.write { 'w' } else { '-' },
+                        if a.execute { 'x' } else { '-' },
+                        if v.is_private() { 'p' } else { 's' },
+                        off,
+                        crate::fs::dev_major(dev),
+                        crate::fs::dev_minor(dev),
+                        ino,
+                        name
+                    );
+                }
+                Some(out.into_bytes())
+            }
+            "status" => {
+                let mut s = String::new();
+                let _ = writeln!(s, "Name:\t{}", String::from_utf8_lossy(&info.comm));
+                let _ = writeln!(s, "State:\tR (running)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t0");
+                Some(s.into_bytes())
+            }
+            "stat" => Some(format!("{pid} ({}) R 0 {pid} {pid} 0 -1 0\n", String::from_utf8_lossy(&info.comm)).into_bytes()),
+            "mounts" => self.global("mounts"),
+            _ => None,
+        }
+    }
+
+    fn global(&self, name: &str) -> Option<Vec<u8>> {
+        let k = self.kernel.upgrade()?;
+        match name {
+            "mounts" => {
+                let mut s = String::from("/ / hostfs ro 0 0\n");
+                for (path, m) in k.mounts.list() {
+                    let p = String::from_utf8_lossy(&path);
+                    let _ = writeln!(s, "{} {} {} {} 0 0", m.source, p, m.fs_type, if m.read_only { "ro" } else { "rw" });
+                }
+                Some(s.into_bytes())
+            }
+            "filesystems" => Some(b"nodev\tproc\nnodev\tdevtmpfs\n\thostfs\n".to_vec()),
+            "uptime" => {
+                let up = k.started.elapsed().as_secs_f64();
+                Some(format!("{up:.2} 0.00\n").into_bytes())
+            }
+            "loadavg" => Some(b"0.00 0.00 0.00 1/1 1\n".to_vec()),
+            "version" => {
+                let u = rustix::system::uname();
+                Some(
+                    format!(
+                        "Linux version {} (cordon) {}\n",
+                        u.release().to_string_lossy(),
+                        u.version().to_string_lossy()
+                    )
+                    .into_bytes(),
+                )
+            }
+            "meminfo" => {
+                let total = k.mf.capacity() / 1024;
+                let used = k.mf.stats().frames_in_use * 4;
+                let free = total.saturating_sub(used);
+                Some(
+                    format!(
+                        "MemTotal:       {total:8} kB\nMemFree:        {free:8} kB\nMemAvailable:   {free:8} kB\n\
+                         Buffers:               0 kB\nCached:                0 kB\nSwapCached:            0 kB\n\
+                         SwapTotal:             0 kB\nSwapFree:              0 kB\nShmem:                 0 kB\n"
+                    )
+                    .into_bytes(),
+                )
+            }
+            "cpuinfo" => Some(cpuinfo().into_bytes()),
+            "stat" => {
+                let cpus = online_cpus();
+                let mut s = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
+                for c in 0..cpus {
+                    let _ = writeln!(s, "cpu{c} 0 0 0 0 0 0 0 0 0 0");
+                }
+                let boot = crate::fs::synthetic::boot_time().sec;
+                let _ = write!(s, "intr 0\nctxt 0\nbtime {boot}\nprocesses {}\nprocs_running 1\nprocs_blocked 0\n", k.processes.pids().len());
+                Some(s.into_bytes())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// CPUs the sandbox may run on.
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// /proc/cpuinfo from CPUID, one block per CPU.
+fn cpuinfo() -> String {
+    use std::arch::x86_64::__cpuid;
+    let (vendor, brand, family, model, stepping) = {
+        let l0 = __cpuid(0);
+        let mut v = Vec::new();
+        for r in [l0.ebx, l0.edx, l0.ecx] {
+            v.extend_from_slice(&r.to_le_bytes());
+        }
+        let mut b = Vec::new();
+        for leaf in 0x8000_0002u32..=0x8000_0004 {
+            let r = __cpuid(leaf);
+            for x in [r.eax, r.ebx, r.ecx, r.edx] {
+                b.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        let l1 = __cpuid(1).eax;
+        let fam = (l1 >> 8) & 0xf;
+        let ext_fam = (l1 >> 20) & 0xff;
+        let model = ((l1 >> 4) & 0xf) | (((l1 >> 16) & 0xf) << 4);
+        (v, b, fam + if fam == 0xf { ext_fam } else { 0 }, model, l1 & 0xf)
+    };
+    let trim = |v: &[u8]| String::from_utf8_lossy(v).trim_matches(char::from(0)).trim().to_string();
+    let (vendor, brand) = (trim(&vendor), trim(&brand));
+    let cpus = online_cpus();
+    let mut s = String::new();
+    for c in 0..cpus {
+        let _ = write!(
+            s,
+            "processor\t: {c}\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\n\
+             model name\t: {brand}\nstepping\t: {stepping}\nphysical id\t: 0\nsiblings\t: {cpus}\n\
+             core id\t\t: {c}\ncpu cores\t: {cpus}\nfpu\t\t: yes\nwp\t\t: yes\n\n"
+        );
+    }
+    s
+}
