@@ -86,7 +86,9 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         if args.env_clear { Vec::new() } else { std::env::vars_os().map(|(k, v)| kv(&k, &v)).collect() };
     for e in &args.env {
         let b = e.as_bytes();
-        let Some(eq) = b.iter().position(|c| *c == b'=') else { bail!("-e {}: expected NAME=VALUE", e.to_string_lossy()) };
+        let Some(eq) = b.iter().position(|c| *c == b'=') else {
+            bail!("-e {}: expected NAME=VALUE", e.to_string_lossy())
+        };
         if eq == 0 {
             bail!("-e {}: empty variable name", e.to_string_lossy());
         }
@@ -120,7 +122,11 @@ fn kv(k: &OsString, v: &OsString) -> Vec<u8> {
 /// The caller's working directory, if it exists inside the root; else /.
 fn default_cwd(rootfs: &std::path::Path) -> Vec<u8> {
     let Ok(cwd) = std::env::current_dir() else { return b"/".to_vec() };
-    if rootfs.join(cwd.strip_prefix("/").unwrap_or(&cwd)).is_dir() { cwd.into_os_string().into_vec() } else { b"/".to_vec() }
+    if rootfs.join(cwd.strip_prefix("/").unwrap_or(&cwd)).is_dir() {
+        cwd.into_os_string().into_vec()
+    } else {
+        b"/".to_vec()
+    }
 }
 
 fn run(args: RunArgs) -> Result<ExitCode> {

@@ -131,12 +131,21 @@ impl Errno {
         }
     }
 
-    /// The C library's message, e.g. `No such file or directory`.
-    pub fn description(self) -> &'static str {
-        match self.0 {
-            512..=516 => "To be restarted",
-            n => syscalls::Errno::new(n as i32).description().unwrap_or("Unknown error"),
+    /// The C library's message, e.g. `No such file or directory` (what
+    /// strace and perror print).
+    pub fn description(self) -> String {
+        if self.is_restart() {
+            return "To be restarted".into();
         }
+        let mut buf = [0u8; 128];
+        // SAFETY: XSI strerror_r writes a NUL-terminated message of at most
+        // buf.len() bytes into buf, which we own.
+        let r = unsafe { libc::strerror_r(self.0 as i32, buf.as_mut_ptr().cast(), buf.len()) };
+        if r != 0 {
+            return syscalls::Errno::new(self.0 as i32).description().unwrap_or("Unknown error").into();
+        }
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
     }
 
     /// From a host error number.

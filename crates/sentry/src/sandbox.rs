@@ -84,7 +84,7 @@ impl Sandbox {
     pub fn new(config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
         let mf = Arc::new(MemoryFile::new(config.memory).map_err(|e| SandboxError::Setup(e.to_string()))?);
         let platform: Arc<dyn Platform> = Arc::new(KvmPlatform::new(mf.clone())?);
-        let root = HostFs::new(&config.rootfs, mf.clone())
+        let root = HostFs::mount_root(&config.rootfs, mf.clone())
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
         if root.file_type() != FileType::Directory {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
@@ -119,8 +119,9 @@ impl Sandbox {
         let root = kernel.root.clone();
         let cwd = {
             let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts };
-            r.resolve(None, &config.cwd, Lookup { follow: true, directory: true })
-                .map_err(|e| SandboxError::Setup(format!("working directory {}: {e}", String::from_utf8_lossy(&config.cwd))))?
+            r.resolve(None, &config.cwd, Lookup { follow: true, directory: true }).map_err(|e| {
+                SandboxError::Setup(format!("working directory {}: {e}", String::from_utf8_lossy(&config.cwd)))
+            })?
         };
         let fs = Arc::new(Mutex::new(FsContext { root: root.clone(), cwd, umask: 0o022 }));
         let files = Arc::new(FdTable::new(1024));
@@ -156,10 +157,16 @@ impl Sandbox {
         let path = Self::find_program(&task, config)?;
         let shown = String::from_utf8_lossy(&config.program).into_owned();
         exec::exec(&mut task, &path, config.args.clone(), config.env.clone()).map_err(|e| match e {
-            LoadError::Lookup(FsError::NotFound) => SandboxError::NotFound(format!("{shown}: No such file or directory")),
-            LoadError::Lookup(e) => SandboxError::NotExecutable(format!("{shown}: {}", crate::errno::Errno::from(e).description())),
+            LoadError::Lookup(FsError::NotFound) => {
+                SandboxError::NotFound(format!("{shown}: No such file or directory"))
+            }
+            LoadError::Lookup(e) => {
+                SandboxError::NotExecutable(format!("{shown}: {}", crate::errno::Errno::from(e).description()))
+            }
             LoadError::NotExecutable => SandboxError::NotExecutable(format!("{shown}: Permission denied")),
-            LoadError::BadFormat => SandboxError::NotExecutable(format!("{shown}: cannot execute binary file: Exec format error")),
+            LoadError::BadFormat => {
+                SandboxError::NotExecutable(format!("{shown}: cannot execute binary file: Exec format error"))
+            }
             e => SandboxError::NotExecutable(format!("{shown}: {e}")),
         })?;
         Ok(task)
@@ -205,7 +212,8 @@ impl Sandbox {
             .name(format!("task-{}", init.tid))
             .spawn(move || run_task(init))
             .expect("spawn the first task's thread");
-        let status = handle.join().unwrap_or(ExitStatus::Signaled { signal: linux_raw_sys::general::SIGKILL, core: false });
+        let status =
+            handle.join().unwrap_or(ExitStatus::Signaled { signal: linux_raw_sys::general::SIGKILL, core: false });
         drop(kernel);
         status
     }

@@ -128,7 +128,8 @@ impl FdTable {
     /// Sets or clears close-on-exec.
     pub fn set_cloexec(&self, fd: i32, on: bool) -> Result<(), FdError> {
         let mut t = self.table.lock().unwrap();
-        let e = usize::try_from(fd).ok().and_then(|i| t.slots.get_mut(i)).and_then(|e| e.as_mut()).ok_or(FdError::BadFd)?;
+        let e =
+            usize::try_from(fd).ok().and_then(|i| t.slots.get_mut(i)).and_then(|e| e.as_mut()).ok_or(FdError::BadFd)?;
         e.cloexec = on;
         Ok(())
     }

@@ -111,11 +111,14 @@ impl Dentry {
     }
 }
 
-/// Where other file systems are mounted: keyed by the mount and inode of the
-/// directory mounted over, and the name in it.
+/// A mount point: the mount and inode of the directory mounted over, and the
+/// name in it.
+type MountPoint = (u64, u64, Vec<u8>);
+
+/// Where other file systems are mounted.
 #[derive(Default)]
 pub struct MountTable {
-    points: RwLock<HashMap<(u64, u64, Vec<u8>), Arc<Mount>>>,
+    points: RwLock<HashMap<MountPoint, Arc<Mount>>>,
     all: RwLock<Vec<(Vec<u8>, Arc<Mount>)>>,
 }
 

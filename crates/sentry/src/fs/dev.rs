@@ -69,7 +69,7 @@ fn mem_device(kind: MemDevice, minor: u32) -> Arc<dyn Inode> {
     let rdev = makedev(1, minor);
     let node: Arc<std::sync::OnceLock<Stat>> = Arc::new(std::sync::OnceLock::new());
     let n2 = node.clone();
-    let inode = DeviceNode::new(0o666, rdev, move |_| {
+    let inode = DeviceNode::inode(0o666, rdev, move |_| {
         let stat = *n2.get().expect("stat set at creation");
         Ok(Arc::new(MemDeviceFile { kind, stat }) as Arc<dyn FileOps>)
     });
@@ -85,10 +85,10 @@ pub fn new_devfs() -> Arc<dyn Inode> {
         (b"full".to_vec(), mem_device(MemDevice::Full, 7)),
         (b"random".to_vec(), mem_device(MemDevice::Random, 8)),
         (b"urandom".to_vec(), mem_device(MemDevice::Random, 9)),
-        (b"stdin".to_vec(), SynthSymlink::new(b"/proc/self/fd/0")),
-        (b"stdout".to_vec(), SynthSymlink::new(b"/proc/self/fd/1")),
-        (b"stderr".to_vec(), SynthSymlink::new(b"/proc/self/fd/2")),
-        (b"fd".to_vec(), SynthSymlink::new(b"/proc/self/fd")),
+        (b"stdin".to_vec(), SynthSymlink::inode(b"/proc/self/fd/0")),
+        (b"stdout".to_vec(), SynthSymlink::inode(b"/proc/self/fd/1")),
+        (b"stderr".to_vec(), SynthSymlink::inode(b"/proc/self/fd/2")),
+        (b"fd".to_vec(), SynthSymlink::inode(b"/proc/self/fd")),
         (b"pts".to_vec(), SynthDir::new(vec![]) as Arc<dyn Inode>),
     ];
     SynthDir::new(entries)

@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex, Weak};
 use memory::{Frame, MemoryFile, PAGE_SIZE};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags};
 
-use super::{Dentry, FileOps, FileType, FsError, Inode, MapName, Mappable, OpenFile, OpenFlags, Stat, StatFs, Timespec};
+use super::{
+    Dentry, FileOps, FileType, FsError, Inode, MapName, Mappable, OpenFile, OpenFlags, Stat, StatFs, Timespec,
+};
 use crate::errno::Errno;
 
 /// Page caches of recently mapped files kept alive after their last user
@@ -26,15 +28,15 @@ const RECENT_CACHES: usize = 64;
 
 /// statfs f_type values of host pseudo-file-systems never exposed.
 const REFUSED_FS_TYPES: &[i64] = &[
-    0x9fa0,     // proc
+    0x9fa0,      // proc
     0x6265_6572, // sysfs
     0x6462_6720, // debugfs
     0x7363_6673, // securityfs
     0x7472_6163, // tracefs
-    0x27e0eb,   // cgroup
+    0x27e0eb,    // cgroup
     0x6367_7270, // cgroup2
     0xcafe_4a11, // bpf
-    0x1cd1,     // devpts
+    0x1cd1,      // devpts
     0x6265_6570, // configfs
     0x6573_5543, // fusectl
     0x6165_676c, // pstore
@@ -52,10 +54,12 @@ pub struct HostFs {
 
 impl HostFs {
     /// Opens `root` and returns the file system and its root inode.
-    pub fn new(root: &Path, mf: Arc<MemoryFile>) -> Result<Arc<dyn Inode>, FsError> {
-        let proc_fd = rustix::fs::open("/proc/self/fd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    pub fn mount_root(root: &Path, mf: Arc<MemoryFile>) -> Result<Arc<dyn Inode>, FsError> {
+        let proc_fd =
+            rustix::fs::open("/proc/self/fd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        let fs = Arc::new(HostFs { proc_fd, mf, caches: Mutex::new(HashMap::new()), recent: Mutex::new(VecDeque::new()) });
+        let fs =
+            Arc::new(HostFs { proc_fd, mf, caches: Mutex::new(HashMap::new()), recent: Mutex::new(VecDeque::new()) });
         Ok(Arc::new(HostInode::from_fd(fs, fd)?))
     }
 
@@ -191,7 +195,14 @@ impl Inode for HostInode {
             FileType::Regular => {
                 let fd = self.fs.reopen(&self.fd, OFlags::RDONLY)?;
                 Self::check_fs_type(&fd)?;
-                Ok(Arc::new(HostFile { fd, inode: HostInode { fs: self.fs.clone(), fd: self.fd.try_clone().map_err(|e| FsError::Host(Errno::from_io(&e)))?, ftype: self.ftype } }))
+                Ok(Arc::new(HostFile {
+                    fd,
+                    inode: HostInode {
+                        fs: self.fs.clone(),
+                        fd: self.fd.try_clone().map_err(|e| FsError::Host(Errno::from_io(&e)))?,
+                        ftype: self.ftype,
+                    },
+                }))
             }
             FileType::Directory => {
                 let fd = self.fs.reopen(&self.fd, OFlags::RDONLY | OFlags::DIRECTORY)?;
@@ -212,10 +223,16 @@ impl Inode for HostInode {
         // SAFETY: the descriptor is open for the duration of the call and
         // the path is a valid empty C string.
         let r = unsafe {
-            libc::syscall(libc::SYS_faccessat2, self.fd.as_raw_fd(), c"".as_ptr(), (mode & 5) as libc::c_int, libc::AT_EMPTY_PATH)
+            libc::syscall(
+                libc::SYS_faccessat2,
+                self.fd.as_raw_fd(),
+                c"".as_ptr(),
+                (mode & 5) as libc::c_int,
+                libc::AT_EMPTY_PATH,
+            )
         };
         if r < 0 {
-            return Err(FsError::Host(Errno::from_io(&std::io::Error::last_os_error())));
+            return Err(FsError::from_errno(Errno::from_io(&std::io::Error::last_os_error())));
         }
         Ok(())
     }
@@ -300,11 +317,10 @@ impl FileOps for HostDir {
         }
         // SAFETY: getdents64 writes at most buf.len() bytes into buf, a valid
         // exclusive buffer; the descriptor is an open directory.
-        let n = unsafe {
-            libc::syscall(libc::SYS_getdents64, self.fd.as_fd().as_raw_fd(), buf.as_mut_ptr(), buf.len())
-        };
+        let n =
+            unsafe { libc::syscall(libc::SYS_getdents64, self.fd.as_fd().as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
         if n < 0 {
-            return Err(FsError::Host(Errno::from_io(&std::io::Error::last_os_error())));
+            return Err(FsError::from_errno(Errno::from_io(&std::io::Error::last_os_error())));
         }
         *pos = rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Current(0))?;
         *host_pos = *pos;

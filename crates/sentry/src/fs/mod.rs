@@ -78,7 +78,35 @@ pub enum FsError {
 
 impl From<rustix::io::Errno> for FsError {
     fn from(e: rustix::io::Errno) -> Self {
-        FsError::Host(Errno::from_host(e))
+        FsError::from_errno(Errno::from_host(e))
+    }
+}
+
+impl FsError {
+    /// The variant for a host error number, so callers can match on it.
+    pub fn from_errno(e: Errno) -> FsError {
+        match e {
+            Errno::ENOENT => FsError::NotFound,
+            Errno::ENOTDIR => FsError::NotDirectory,
+            Errno::EISDIR => FsError::IsDirectory,
+            Errno::EROFS => FsError::ReadOnly,
+            Errno::EEXIST => FsError::Exists,
+            Errno::ELOOP => FsError::Loop,
+            Errno::ENAMETOOLONG => FsError::NameTooLong,
+            Errno::EACCES => FsError::PermissionDenied,
+            Errno::EINVAL => FsError::Invalid,
+            Errno::ENOTEMPTY => FsError::NotEmpty,
+            Errno::EBADF => FsError::BadFd,
+            Errno::ESPIPE => FsError::NotSeekable,
+            Errno::ENOTTY => FsError::NotTty,
+            Errno::EAGAIN => FsError::WouldBlock,
+            Errno::EPIPE => FsError::BrokenPipe,
+            Errno::EINTR => FsError::Interrupted,
+            Errno::EFAULT => FsError::Fault,
+            Errno::ENXIO => FsError::NoDevice,
+            Errno::EOVERFLOW => FsError::Overflow,
+            other => FsError::Host(other),
+        }
     }
 }
 
@@ -450,7 +478,8 @@ pub struct OpenFile {
 
 impl OpenFile {
     pub fn new(ops: Arc<dyn FileOps>, dentry: Option<Arc<Dentry>>, flags: OpenFlags) -> Arc<Self> {
-        let kept = flags & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC | OpenFlags::CLOEXEC);
+        let kept =
+            flags & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC | OpenFlags::CLOEXEC);
         Arc::new(OpenFile { ops, dentry, flags: AtomicU32::new(kept.bits()), offset: Mutex::new(0) })
     }
 

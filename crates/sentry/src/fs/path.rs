@@ -165,15 +165,16 @@ mod tests {
         let b = SynthDir::new(vec![(b"file".to_vec(), file)]);
         let a = SynthDir::new(vec![
             (b"b".to_vec(), b as Arc<dyn Inode>),
-            (b"up".to_vec(), SynthSymlink::new(b"..")),
-            (b"abs".to_vec(), SynthSymlink::new(b"/a/b")),
-            (b"out".to_vec(), SynthSymlink::new(b"../../../../etc")),
-            (b"loop".to_vec(), SynthSymlink::new(b"loop")),
-            (b"dangling".to_vec(), SynthSymlink::new(b"nothing")),
+            (b"up".to_vec(), SynthSymlink::inode(b"..")),
+            (b"abs".to_vec(), SynthSymlink::inode(b"/a/b")),
+            (b"out".to_vec(), SynthSymlink::inode(b"../../../../etc")),
+            (b"loop".to_vec(), SynthSymlink::inode(b"loop")),
+            (b"dangling".to_vec(), SynthSymlink::inode(b"nothing")),
         ]);
         let etc = SynthDir::new(vec![(b"passwd".to_vec(), SynthDir::file_with(b"sandbox".to_vec()))]);
         let m_dir = SynthDir::new(vec![]);
-        let root = SynthDir::new(vec![(b"a".to_vec(), a as Arc<dyn Inode>), (b"etc".to_vec(), etc), (b"m".to_vec(), m_dir)]);
+        let root =
+            SynthDir::new(vec![(b"a".to_vec(), a as Arc<dyn Inode>), (b"etc".to_vec(), etc), (b"m".to_vec(), m_dir)]);
         let mount = Mount::new("test", "test", true, root);
         let root = Dentry::root(mount);
         let mounts = MountTable::default();

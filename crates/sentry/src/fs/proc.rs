@@ -6,6 +6,10 @@ use std::sync::Arc;
 use super::synthetic::{DirSource, SynthDir, SynthFile, SynthSymlink};
 use super::{Dentry, FsError, Inode};
 
+/// What a descriptor refers to: a file with a name, or a description such
+/// as `pipe:[7]`.
+pub type FdTarget = Result<Arc<Dentry>, Vec<u8>>;
+
 /// What /proc needs to know about the sandbox's tasks.
 pub trait ProcSource: Send + Sync {
     /// Thread-group id of the calling task.
@@ -20,7 +24,7 @@ pub trait ProcSource: Send + Sync {
     fn exe(&self, pid: i32) -> Option<Arc<Dentry>>;
     /// Open descriptors: number, and the dentry if the file has one, else a
     /// description such as `pipe:[7]`.
-    fn fds(&self, pid: i32) -> Vec<(i32, Result<Arc<Dentry>, Vec<u8>>)>;
+    fn fds(&self, pid: i32) -> Vec<(i32, FdTarget)>;
     /// Contents of per-process files: "cmdline", "environ", "maps", "stat",
     /// "status", "comm", "auxv", "mounts".
     fn file(&self, pid: i32, name: &str) -> Option<Vec<u8>>;
@@ -70,7 +74,7 @@ impl DirSource for ProcRoot {
                 if GLOBAL_FILES.contains(&s) {
                     let src = self.src.clone();
                     let n = s.to_string();
-                    return Some(SynthFile::new(0o444, move || src.global(&n).ok_or(FsError::NotFound)));
+                    return Some(SynthFile::inode(0o444, move || src.global(&n).ok_or(FsError::NotFound)));
                 }
                 None
             }
@@ -82,11 +86,7 @@ fn process_dir(src: Arc<dyn ProcSource>, pid: i32) -> Arc<dyn Inode> {
     SynthDir::with_source(Box::new(ProcessDir { src, pid }), 0o555)
 }
 
-fn link_to(
-    src: Arc<dyn ProcSource>,
-    pid: i32,
-    get: fn(&dyn ProcSource, i32) -> Option<Arc<Dentry>>,
-) -> Arc<dyn Inode> {
+fn link_to(src: Arc<dyn ProcSource>, pid: i32, get: fn(&dyn ProcSource, i32) -> Option<Arc<Dentry>>) -> Arc<dyn Inode> {
     let s2 = src.clone();
     SynthSymlink::magic(
         move || get(&*src, pid).map(|d| dentry_path(&d)).ok_or(FsError::NotFound),
@@ -116,7 +116,7 @@ impl DirSource for ProcessDir {
                 let n = std::str::from_utf8(name).ok()?;
                 PROCESS_FILES.contains(&n).then(|| {
                     let n = n.to_string();
-                    SynthFile::new(0o444, move || src.file(pid, &n).ok_or(FsError::NotFound))
+                    SynthFile::inode(0o444, move || src.file(pid, &n).ok_or(FsError::NotFound))
                 })
             }
         }
@@ -130,7 +130,11 @@ struct FdDir {
 
 impl DirSource for FdDir {
     fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
-        self.src.fds(self.pid).into_iter().filter_map(|(fd, _)| self.fd_link(fd).map(|i| (fd.to_string().into_bytes(), i))).collect()
+        self.src
+            .fds(self.pid)
+            .into_iter()
+            .filter_map(|(fd, _)| self.fd_link(fd).map(|i| (fd.to_string().into_bytes(), i)))
+            .collect()
     }
 
     fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {

@@ -93,7 +93,7 @@ impl SynthDir {
 
     /// A read-only file with fixed contents.
     pub fn file_with(data: Vec<u8>) -> Arc<dyn Inode> {
-        SynthFile::new(0o444, move || Ok(data.clone()))
+        SynthFile::inode(0o444, move || Ok(data.clone()))
     }
 }
 
@@ -111,7 +111,8 @@ impl Inode for SynthDir {
         if flags.writable() {
             return Err(FsError::IsDirectory);
         }
-        let mut list = vec![(b".".to_vec(), self.ino, FileType::Directory), (b"..".to_vec(), self.ino, FileType::Directory)];
+        let mut list =
+            vec![(b".".to_vec(), self.ino, FileType::Directory), (b"..".to_vec(), self.ino, FileType::Directory)];
         for (n, i) in self.source.entries() {
             let ino = i.stat().map(|s| s.ino).unwrap_or(0);
             list.push((n, ino, i.file_type()));
@@ -161,8 +162,12 @@ pub struct SynthFile {
 }
 
 impl SynthFile {
-    pub fn new(perm: u32, generate: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static) -> Arc<dyn Inode> {
-        Arc::new(SynthFile { ino: next_ino(), mode: FileType::Regular.mode_bits() | perm, generate: Box::new(generate) })
+    pub fn inode(perm: u32, generate: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static) -> Arc<dyn Inode> {
+        Arc::new(SynthFile {
+            ino: next_ino(),
+            mode: FileType::Regular.mode_bits() | perm,
+            generate: Box::new(generate),
+        })
     }
 }
 
@@ -222,7 +227,7 @@ pub struct SynthSymlink {
 }
 
 impl SynthSymlink {
-    pub fn new(target: &[u8]) -> Arc<dyn Inode> {
+    pub fn inode(target: &[u8]) -> Arc<dyn Inode> {
         let t = target.to_vec();
         Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(move || Ok(t.clone())), magic: None })
     }
@@ -258,17 +263,19 @@ impl Inode for SynthSymlink {
     }
 }
 
+type DeviceOpen = Box<dyn Fn(OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync>;
+
 /// A device node served by the sentry: stat says what it is, `open` makes
 /// the file.
 pub struct DeviceNode {
     ino: u64,
     perm: u32,
     rdev: u64,
-    open: Box<dyn Fn(OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync>,
+    open: DeviceOpen,
 }
 
 impl DeviceNode {
-    pub fn new(
+    pub fn inode(
         perm: u32,
         rdev: u64,
         open: impl Fn(OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync + 'static,

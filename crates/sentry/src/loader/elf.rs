@@ -68,9 +68,13 @@ pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile) -> Result<ElfInfo, LoadErro
                     offset: ph.p_offset(e),
                     filesz: ph.p_filesz(e),
                     memsz: ph.p_memsz(e),
-                    access: Access { read: f.contains(elf::PF_R), write: f.contains(elf::PF_W), execute: f.contains(elf::PF_X) },
+                    access: Access {
+                        read: f.contains(elf::PF_R),
+                        write: f.contains(elf::PF_W),
+                        execute: f.contains(elf::PF_X),
+                    },
                 };
-                if seg.filesz > seg.memsz || (seg.vaddr.wrapping_sub(seg.offset)) % PAGE != 0 {
+                if seg.filesz > seg.memsz || !seg.vaddr.wrapping_sub(seg.offset).is_multiple_of(PAGE) {
                     return Err(LoadError::BadFormat);
                 }
                 segments.push(seg);
@@ -102,7 +106,15 @@ pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile) -> Result<ElfInfo, LoadErro
                 .map(|s| s.vaddr + (phoff - s.offset))
         })
         .unwrap_or(0);
-    Ok(ElfInfo { dynamic, entry: hdr.e_entry(e), segments, interpreter, phdr_vaddr, phent: hdr.e_phentsize(e), phnum: phnum as u16 })
+    Ok(ElfInfo {
+        dynamic,
+        entry: hdr.e_entry(e),
+        segments,
+        interpreter,
+        phdr_vaddr,
+        phent: hdr.e_phentsize(e),
+        phnum: phnum as u16,
+    })
 }
 
 /// Where an image landed.
@@ -146,9 +158,10 @@ pub fn map_image(mm: &MemoryManager, file: &OpenFile, info: &ElfInfo, main: bool
         let mem_end = page_up(start + s.memsz).ok_or(LoadError::BadFormat)?;
         if s.filesz > 0 {
             let map_end = page_up(file_end).ok_or(LoadError::BadFormat)?;
-            let backing = Backing::File { file: mappable.clone(), offset: s.offset - (start - map_start), shared: false };
+            let backing =
+                Backing::File { file: mappable.clone(), offset: s.offset - (start - map_start), shared: false };
             mm.map(map_start, map_end - map_start, s.access, backing, fixed).map_err(mm_err)?;
-            if s.memsz > s.filesz && s.access.write && file_end % PAGE != 0 {
+            if s.memsz > s.filesz && s.access.write && !file_end.is_multiple_of(PAGE) {
                 // The bss starts inside the last file page: what follows the
                 // file data there must read as zero.
                 let n = (page_up(file_end).expect("checked") - file_end) as usize;

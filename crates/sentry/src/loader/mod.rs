@@ -52,7 +52,7 @@ pub struct Executable {
 pub fn open_executable(resolver: &Resolver, path: &[u8]) -> Result<Executable, LoadError> {
     let dentry = resolver.resolve(None, path, Lookup::FOLLOW).map_err(LoadError::Lookup)?;
     if dentry.file_type() != FileType::Regular {
-        return Err(if dentry.file_type() == FileType::Directory { LoadError::NotExecutable } else { LoadError::NotExecutable });
+        return Err(LoadError::NotExecutable);
     }
     dentry.inode.access(1).map_err(|_| LoadError::NotExecutable)?;
     let ops = dentry.inode.open(&dentry, OpenFlags::empty()).map_err(|e| match e {
@@ -151,17 +151,24 @@ pub struct AuxFacts {
     pub clock_ticks: u64,
 }
 
+/// The strings a new program starts with.
+pub struct ProgramArgs<'a> {
+    pub argv: &'a [Vec<u8>],
+    pub envp: &'a [Vec<u8>],
+    /// The path execve was given (AT_EXECFN).
+    pub execfn: &'a [u8],
+}
+
 /// Maps the program (and its interpreter) into `mm` and builds the stack.
 pub fn load(
     resolver: &Resolver,
     mm: &MemoryManager,
     exe: &Executable,
     info: &ElfInfo,
-    argv: &[Vec<u8>],
-    envp: &[Vec<u8>],
-    execfn: &[u8],
+    args: &ProgramArgs,
     facts: &AuxFacts,
 ) -> Result<Loaded, LoadError> {
+    let ProgramArgs { argv, envp, execfn } = *args;
     let main = elf::map_image(mm, &exe.file, info, true)?;
     let mut entry = main.bias + info.entry;
     let mut interp_base = 0;
@@ -217,7 +224,10 @@ mod tests {
     #[test]
     fn shebang_lines() {
         assert_eq!(parse_shebang(b"#!/bin/sh\necho"), Some((b"/bin/sh".to_vec(), None)));
-        assert_eq!(parse_shebang(b"#! /usr/bin/env  python3 \n"), Some((b"/usr/bin/env".to_vec(), Some(b"python3".to_vec()))));
+        assert_eq!(
+            parse_shebang(b"#! /usr/bin/env  python3 \n"),
+            Some((b"/usr/bin/env".to_vec(), Some(b"python3".to_vec())))
+        );
         assert_eq!(
             parse_shebang(b"#!/bin/awk -f -x\n"),
             Some((b"/bin/awk".to_vec(), Some(b"-f -x".to_vec()))),

@@ -38,7 +38,8 @@ pub struct StackImage<'a> {
 /// Maps the stack and writes the image; returns the initial stack pointer
 /// and the resolved auxiliary vector.
 pub fn build_stack(mm: &MemoryManager, image: &StackImage) -> Result<(u64, Vec<(u64, u64)>), LoadError> {
-    let strings: usize = image.argv.iter().chain(image.envp).map(|s| s.len() + 1).sum::<usize>() + image.execfn.len() + 1;
+    let strings: usize =
+        image.argv.iter().chain(image.envp).map(|s| s.len() + 1).sum::<usize>() + image.execfn.len() + 1;
     let pointers = (image.argv.len() + image.envp.len() + 3 + 2 * (image.auxv.len() + 1)) * 8;
     if image.argv.iter().chain(image.envp).any(|s| s.len() >= MAX_ARG_STRLEN) || strings + pointers > MAX_ARG_SPACE {
         return Err(LoadError::TooBig);

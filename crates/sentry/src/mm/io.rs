@@ -106,7 +106,7 @@ impl MemoryManager {
                 (_, Some(false)) => return Err(MmError::Access),
                 _ => {
                     self.fault_locked(st, page, access)?;
-                    if st.pages.get(&page).is_none() {
+                    if !st.pages.contains_key(&page) {
                         return Err(MmError::Unmapped);
                     }
                     page += PAGE;

@@ -205,7 +205,7 @@ impl MemoryManager {
         let len = page_up(len).filter(|l| *l > 0 && *l <= USER_TOP).ok_or(MmError::NoMemory)?;
         let mut st = self.lock();
         let start = if flags.fixed || flags.fixed_noreplace {
-            if addr % PAGE != 0 {
+            if !addr.is_multiple_of(PAGE) {
                 return Err(MmError::Invalid);
             }
             let end = addr.checked_add(len).filter(|e| *e <= USER_TOP).ok_or(MmError::NoMemory)?;
@@ -251,7 +251,7 @@ impl MemoryManager {
 
     /// Unmaps `[addr, addr + len)`.
     pub fn unmap(&self, addr: u64, len: u64) -> Result<(), MmError> {
-        if addr % PAGE != 0 || len == 0 {
+        if !addr.is_multiple_of(PAGE) || len == 0 {
             return Err(MmError::Invalid);
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(MmError::Invalid)?;
@@ -287,7 +287,7 @@ impl MemoryManager {
 
     /// Changes the access of `[addr, addr + len)`.
     pub fn protect(&self, addr: u64, len: u64, access: Access) -> Result<(), MmError> {
-        if addr % PAGE != 0 {
+        if !addr.is_multiple_of(PAGE) {
             return Err(MmError::Invalid);
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(MmError::NoMemory)?;
@@ -343,7 +343,7 @@ impl MemoryManager {
         may_move: bool,
         fixed: Option<u64>,
     ) -> Result<u64, MmError> {
-        if old % PAGE != 0 {
+        if !old.is_multiple_of(PAGE) {
             return Err(MmError::Invalid);
         }
         let old_len = page_up(old_len).ok_or(MmError::Invalid)?;
@@ -355,7 +355,7 @@ impl MemoryManager {
             return Err(MmError::Unmapped);
         }
         if let Some(dest) = fixed {
-            if dest % PAGE != 0 || !may_move {
+            if !dest.is_multiple_of(PAGE) || !may_move {
                 return Err(MmError::Invalid);
             }
             let dest_end = dest.checked_add(new_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
@@ -432,7 +432,7 @@ impl MemoryManager {
     /// Drops the pages of a range (MADV_DONTNEED): private memory reads as
     /// zero or as the file again, shared memory is unaffected.
     pub fn discard(&self, addr: u64, len: u64) -> Result<(), MmError> {
-        if addr % PAGE != 0 {
+        if !addr.is_multiple_of(PAGE) {
             return Err(MmError::Invalid);
         }
         let end = page_up(len).and_then(|l| addr.checked_add(l)).ok_or(MmError::Invalid)?;

@@ -93,6 +93,11 @@ impl Vma {
         self.end - self.start
     }
 
+    /// Never true: a VMA covers at least one page.
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
     /// True for a private mapping (anonymous or file).
     pub fn is_private(&self) -> bool {
         match &self.backing {

@@ -41,8 +41,16 @@ pub fn default_action(sig: u32) -> DefaultAction {
         g::SIGCHLD | g::SIGURG | g::SIGWINCH => DefaultAction::Ignore,
         g::SIGCONT => DefaultAction::Continue,
         g::SIGSTOP | g::SIGTSTP | g::SIGTTIN | g::SIGTTOU => DefaultAction::Stop,
-        g::SIGQUIT | g::SIGILL | g::SIGTRAP | g::SIGABRT | g::SIGBUS | g::SIGFPE | g::SIGSEGV | g::SIGXCPU
-        | g::SIGXFSZ | g::SIGSYS => DefaultAction::CoreDump,
+        g::SIGQUIT
+        | g::SIGILL
+        | g::SIGTRAP
+        | g::SIGABRT
+        | g::SIGBUS
+        | g::SIGFPE
+        | g::SIGSEGV
+        | g::SIGXCPU
+        | g::SIGXFSZ
+        | g::SIGSYS => DefaultAction::CoreDump,
         _ => DefaultAction::Terminate,
     }
 }
@@ -61,7 +69,9 @@ pub const SIG_IGN: u64 = 1;
 
 /// `struct sigaction` as the rt_sigaction system call takes it on x86_64
 /// (handler, flags, restorer, mask).
-#[derive(Clone, Copy, Debug, Default, zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::Immutable, zerocopy::KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, Default, zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::Immutable, zerocopy::KnownLayout,
+)]
 #[repr(C)]
 pub struct KernelSigAction {
     pub handler: u64,

@@ -58,7 +58,8 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     }
     let start = start_dir(task, dirfd, &path)?;
     let create = flags.contains(OpenFlags::CREAT);
-    let follow = !flags.contains(OpenFlags::NOFOLLOW) && !(create && flags.contains(OpenFlags::EXCL));
+    let exclusive = create && flags.contains(OpenFlags::EXCL);
+    let follow = !flags.contains(OpenFlags::NOFOLLOW) && !exclusive;
     let how = Lookup { follow, directory: flags.contains(OpenFlags::DIRECTORY) && !create };
     let found = task.with_resolver(|r| r.resolve(start.as_ref(), &path, how));
     let dentry = match found {

@@ -24,7 +24,8 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (addr, len, prot, flags, fd, off) = (a[0], a[1], a[2], a[3] as u32, a[4] as i32, a[5]);
     let access = prot_to_access(prot)?;
     let kind = flags & g::MAP_TYPE;
-    if len == 0 || off % PAGE != 0 || !matches!(kind, g::MAP_SHARED | g::MAP_PRIVATE | g::MAP_SHARED_VALIDATE) {
+    if len == 0 || !off.is_multiple_of(PAGE) || !matches!(kind, g::MAP_SHARED | g::MAP_PRIVATE | g::MAP_SHARED_VALIDATE)
+    {
         return Err(Errno::EINVAL.into());
     }
     let known = g::MAP_TYPE
@@ -113,7 +114,7 @@ pub fn mremap(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn madvise(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (addr, len, advice) = (a[0], a[1], a[2] as u32);
-    if addr % PAGE != 0 {
+    if !addr.is_multiple_of(PAGE) {
         return Err(Errno::EINVAL.into());
     }
     match advice {
@@ -153,7 +154,7 @@ pub fn brk(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn msync(_task: &mut Task, a: &[u64; 6]) -> SysResult {
     let flags = a[2] as u32;
-    if a[0] % PAGE != 0
+    if !a[0].is_multiple_of(PAGE)
         || flags & !(g::MS_ASYNC | g::MS_SYNC | g::MS_INVALIDATE) != 0
         || (flags & g::MS_ASYNC != 0 && flags & g::MS_SYNC != 0)
     {
@@ -168,7 +169,7 @@ pub fn mlock(_task: &mut Task, _a: &[u64; 6]) -> SysResult {
 }
 
 pub fn mincore(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] % PAGE != 0 {
+    if !a[0].is_multiple_of(PAGE) {
         return Err(Errno::EINVAL.into());
     }
     let pages = page_up(a[1]).ok_or(Errno::ENOMEM)? / PAGE;

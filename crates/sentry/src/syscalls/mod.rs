@@ -2,10 +2,10 @@
 
 mod errors;
 mod fs;
+mod info;
 mod io;
 mod mm;
 mod process;
-mod info;
 mod signal;
 pub mod strace;
 mod table;
@@ -18,8 +18,8 @@ pub use errors::{SysError, SysResult};
 use linux_raw_sys::general as g;
 
 use crate::errno::Errno;
-use crate::fs::{Dentry, FileType, OpenFile};
 use crate::fs::path::PATH_MAX;
+use crate::fs::{Dentry, FileType, OpenFile};
 use crate::task::Task;
 
 /// A system call implementation.

@@ -16,7 +16,11 @@ pub fn rt_sigaction(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if a[3] != 8 {
         return Err(Errno::EINVAL.into());
     }
-    let new = if a[1] != 0 { Some(SigAction::from_abi(&task.mm.read::<crate::signal::KernelSigAction>(a[1])?)) } else { None };
+    let new = if a[1] != 0 {
+        Some(SigAction::from_abi(&task.mm.read::<crate::signal::KernelSigAction>(a[1])?))
+    } else {
+        None
+    };
     if new.is_some() && (sig == g::SIGKILL || sig == g::SIGSTOP) {
         return Err(Errno::EINVAL.into());
     }

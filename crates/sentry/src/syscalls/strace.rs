@@ -16,7 +16,10 @@ const STRING_MAX: usize = 32;
 /// How to show an argument.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg {
+    /// A C int.
     Int,
+    /// A 64-bit signed value (offsets, lengths).
+    Long,
     UInt,
     Hex,
     Ptr,
@@ -31,6 +34,8 @@ pub enum Arg {
     Argv,
     OpenFlags,
     Mode,
+    /// The mode of an open: shown only if the flags (argument `n`) create.
+    OpenMode(usize),
     AtFlags,
     AccessMode,
     Whence,
@@ -163,7 +168,8 @@ fn read_buf(task: &Task, addr: u64, len: u64) -> String {
 
 fn format_arg(task: &Task, kind: Arg, v: u64, args: &[u64; 6]) -> Option<String> {
     Some(match kind {
-        Arg::Int | Arg::Fd => (v as i64).to_string(),
+        Arg::Int | Arg::Fd => (v as i32).to_string(),
+        Arg::Long => (v as i64).to_string(),
         Arg::UInt => v.to_string(),
         Arg::Hex => format!("{v:#x}"),
         Arg::Ptr => {
@@ -198,9 +204,19 @@ fn format_arg(task: &Task, kind: Arg, v: u64, args: &[u64; 6]) -> Option<String>
             format!("[{}]", items.join(", "))
         }
         Arg::OpenFlags => open_flags(v),
-        Arg::Mode => format!("{v:#o}"),
-        Arg::AtFlags => flags(v, names!(g; AT_SYMLINK_NOFOLLOW, AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_NO_AUTOMOUNT,
-            AT_EMPTY_PATH, AT_EACCESS), "0"),
+        Arg::Mode => mode(v),
+        Arg::OpenMode(n) => {
+            if args[n] as u32 & (g::O_CREAT | g::__O_TMPFILE) == 0 {
+                return Some(String::new());
+            }
+            mode(v)
+        }
+        Arg::AtFlags => flags(
+            v,
+            names!(g; AT_SYMLINK_NOFOLLOW, AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_NO_AUTOMOUNT,
+            AT_EMPTY_PATH, AT_EACCESS),
+            "0",
+        ),
         Arg::AccessMode => flags(v, names!(g; R_OK, W_OK, X_OK), "F_OK"),
         Arg::Whence => match v as u32 {
             g::SEEK_SET => "SEEK_SET".into(),
@@ -224,8 +240,12 @@ fn format_arg(task: &Task, kind: Arg, v: u64, args: &[u64; 6]) -> Option<String>
             } else {
                 format!(
                     "{kind}|{}",
-                    flags(rest, names!(g; MAP_FIXED, MAP_ANONYMOUS, MAP_GROWSDOWN, MAP_DENYWRITE, MAP_NORESERVE,
-                        MAP_POPULATE, MAP_STACK, MAP_FIXED_NOREPLACE), "0")
+                    flags(
+                        rest,
+                        names!(g; MAP_FIXED, MAP_ANONYMOUS, MAP_GROWSDOWN, MAP_DENYWRITE, MAP_NORESERVE,
+                        MAP_POPULATE, MAP_STACK, MAP_FIXED_NOREPLACE),
+                        "0"
+                    )
                 )
             }
         }
@@ -260,6 +280,10 @@ fn format_arg(task: &Task, kind: Arg, v: u64, args: &[u64; 6]) -> Option<String>
     })
 }
 
+fn mode(v: u64) -> String {
+    if v == 0 { "000".into() } else { format!("0{v:o}") }
+}
+
 /// Formats the arguments a call reads, at entry.
 pub fn enter(task: &Task, nr: u64, def: Option<&SyscallDef>, args: &[u64; 6]) -> Pending {
     match def {
@@ -274,10 +298,15 @@ pub fn enter(task: &Task, nr: u64, def: Option<&SyscallDef>, args: &[u64; 6]) ->
 /// Completes and prints the line at exit.
 pub fn exit(task: &Task, p: Pending, def: Option<&SyscallDef>, args: &[u64; 6], result: SysResult) {
     let mut line = format!("[{}] {}(", task.tid, p.name);
+    let mut first = true;
     for (i, a) in p.args.iter().enumerate() {
-        if i > 0 {
+        if a.as_deref() == Some("") {
+            continue;
+        }
+        if !first {
             line.push_str(", ");
         }
+        first = false;
         match a {
             Some(s) => line.push_str(s),
             None => match result {
@@ -325,5 +354,6 @@ mod tests {
         assert_eq!(flags(0, &[("A", 1)], "NONE"), "NONE");
         assert_eq!(flags(0x11, &[("A", 1)], "0"), "A|0x10");
         assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(mode(0o644), "0644");
     }
 }

@@ -27,12 +27,12 @@ macro_rules! table {
 table! {
     read => io::read, [Fd, OutBuf, UInt], Int;
     write => io::write, [Fd, InBuf(2), UInt], Int;
-    open => fs::open, [Path, OpenFlags, Mode], Int;
+    open => fs::open, [Path, OpenFlags, OpenMode(1)], Int;
     close => fs::close, [Fd], Int;
     stat => fs::stat, [Path, Ptr], Int;
     fstat => fs::fstat, [Fd, Ptr], Int;
     lstat => fs::lstat, [Path, Ptr], Int;
-    lseek => io::lseek, [Fd, Int, Whence], Int;
+    lseek => io::lseek, [Fd, Long, Whence], Int;
     mmap => mm::mmap, [Ptr, UInt, Prot, MapFlags, Fd, Hex], Hex;
     mprotect => mm::mprotect, [Ptr, UInt, Prot], Int;
     munmap => mm::munmap, [Ptr, UInt], Int;
@@ -40,8 +40,8 @@ table! {
     rt_sigaction => signal::rt_sigaction, [Signal, Ptr, Ptr, UInt], Int;
     rt_sigprocmask => signal::rt_sigprocmask, [SigHow, Ptr, Ptr, UInt], Int;
     ioctl => fs::ioctl, [Fd, Hex, Ptr], Int;
-    pread64 => io::pread64, [Fd, OutBuf, UInt, Int], Int;
-    pwrite64 => io::pwrite64, [Fd, InBuf(2), UInt, Int], Int;
+    pread64 => io::pread64, [Fd, OutBuf, UInt, Long], Int;
+    pwrite64 => io::pwrite64, [Fd, InBuf(2), UInt, Long], Int;
     readv => io::readv, [Fd, Ptr, UInt], Int;
     writev => io::writev, [Fd, Ptr, UInt], Int;
     access => fs::access, [Path, AccessMode], Int;
@@ -62,8 +62,8 @@ table! {
     flock => fs::fd_noop, [Fd, Int], Int;
     fsync => fs::fd_noop, [Fd], Int;
     fdatasync => fs::fd_noop, [Fd], Int;
-    truncate => fs::truncate, [Path, Int], Int;
-    ftruncate => fs::ftruncate, [Fd, Int], Int;
+    truncate => fs::truncate, [Path, Long], Int;
+    ftruncate => fs::ftruncate, [Fd, Long], Int;
     getcwd => fs::getcwd, [Ptr, UInt], Int;
     chdir => fs::chdir, [Path], Int;
     fchdir => fs::fchdir, [Fd], Int;
@@ -127,14 +127,14 @@ table! {
     chroot => fs::chroot, [Path], Int;
     sync => fs::sync, [], Int;
     gettid => process::gettid, [], Int;
-    readahead => fs::fd_noop, [Fd, Int, UInt], Int;
+    readahead => fs::fd_noop, [Fd, Long, UInt], Int;
     time => time::time, [Ptr], Int;
     futex => signal::futex, [Ptr, Hex, UInt, Ptr, Ptr, UInt], Int;
     sched_setaffinity => info::sched_setaffinity, [Int, UInt, Ptr], Int;
     sched_getaffinity => info::sched_getaffinity, [Int, UInt, Ptr], Int;
     getdents64 => fs::getdents64, [Fd, Ptr, UInt], Int;
     set_tid_address => process::set_tid_address, [Ptr], Int;
-    fadvise64 => fs::fd_noop, [Fd, Int, UInt, Int], Int;
+    fadvise64 => fs::fd_noop, [Fd, Long, UInt, Int], Int;
     clock_gettime => time::clock_gettime, [Clock, Ptr], Int;
     clock_getres => time::clock_getres, [Clock, Ptr], Int;
     clock_nanosleep => time::clock_nanosleep, [Clock, Hex, Ptr, Ptr], Int;
@@ -142,7 +142,7 @@ table! {
     tgkill => signal::tgkill, [Int, Int, Signal], Int;
     tkill => signal::tkill, [Int, Signal], Int;
     utimes => fs::utimes, [Path, Ptr], Int;
-    openat => fs::openat, [DirFd, Path, OpenFlags, Mode], Int;
+    openat => fs::openat, [DirFd, Path, OpenFlags, OpenMode(2)], Int;
     mkdirat => fs::mkdirat, [DirFd, Path, Mode], Int;
     mknodat => fs::mknodat, [DirFd, Path, Mode, Hex], Int;
     fchownat => fs::fchownat, [DirFd, Path, Int, Int, AtFlags], Int;
@@ -160,8 +160,8 @@ table! {
     get_robust_list => process::get_robust_list, [Int, Ptr, Ptr], Int;
     utimensat => fs::utimensat, [DirFd, Path, Ptr, AtFlags], Int;
     dup3 => fs::dup3, [Fd, Fd, OpenFlags], Int;
-    preadv => io::preadv, [Fd, Ptr, UInt, Int], Int;
-    pwritev => io::pwritev, [Fd, Ptr, UInt, Int], Int;
+    preadv => io::preadv, [Fd, Ptr, UInt, Long], Int;
+    pwritev => io::pwritev, [Fd, Ptr, UInt, Long], Int;
     prlimit64 => process::prlimit64, [Int, Int, Ptr, Ptr], Int;
     syncfs => fs::fd_noop, [Fd], Int;
     getcpu => info::getcpu, [Ptr, Ptr, Ptr], Int;

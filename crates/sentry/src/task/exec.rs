@@ -18,7 +18,8 @@ pub fn exec(task: &mut Task, path: &[u8], argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>
     let space = kernel.platform.new_address_space().map_err(|_| LoadError::NoMemory)?;
     let stack_limit = task.tg.rlimit(linux_raw_sys::general::RLIMIT_STACK).cur;
     let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, stack_limit));
-    let loaded = loader::load(&resolver, &mm, &exe, &info, &argv, &envp, path, &kernel.facts)?;
+    let args = loader::ProgramArgs { argv: &argv, envp: &envp, execfn: path };
+    let loaded = loader::load(&resolver, &mm, &exe, &info, &args, &kernel.facts)?;
 
     // Past the point of no return.
     task.mm = mm;

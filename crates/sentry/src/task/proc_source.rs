@@ -55,7 +55,7 @@ impl ProcSource for KernelProcSource {
         self.kernel.upgrade()?.processes.get(pid)?.info.lock().unwrap().exe.clone()
     }
 
-    fn fds(&self, pid: i32) -> Vec<(i32, Result<Arc<Dentry>, Vec<u8>>)> {
+    fn fds(&self, pid: i32) -> Vec<(i32, crate::fs::proc::FdTarget)> {
         let Some(v) = self.view(pid) else { return vec![] };
         v.files
             .list()
@@ -82,7 +82,14 @@ impl ProcSource for KernelProcSource {
                 c.push(b'\n');
                 Some(c)
             }
-            "auxv" => Some(info.auxv.iter().chain(&[(0, 0)]).flat_map(|(a, b)| [a.to_le_bytes(), b.to_le_bytes()]).flatten().collect()),
+            "auxv" => Some(
+                info.auxv
+                    .iter()
+                    .chain(&[(0, 0)])
+                    .flat_map(|(a, b)| [a.to_le_bytes(), b.to_le_bytes()])
+                    .flatten()
+                    .collect(),
+            ),
             "maps" => {
                 let view = tg.view.lock().unwrap().clone()?;
                 let mut out = String::new();
@@ -124,7 +131,9 @@ impl ProcSource for KernelProcSource {
                 let _ = writeln!(s, "State:\tR (running)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t0");
                 Some(s.into_bytes())
             }
-            "stat" => Some(format!("{pid} ({}) R 0 {pid} {pid} 0 -1 0\n", String::from_utf8_lossy(&info.comm)).into_bytes()),
+            "stat" => {
+                Some(format!("{pid} ({}) R 0 {pid} {pid} 0 -1 0\n", String::from_utf8_lossy(&info.comm)).into_bytes())
+            }
             "mounts" => self.global("mounts"),
             _ => None,
         }
@@ -137,7 +146,8 @@ impl ProcSource for KernelProcSource {
                 let mut s = String::from("/ / hostfs ro 0 0\n");
                 for (path, m) in k.mounts.list() {
                     let p = String::from_utf8_lossy(&path);
-                    let _ = writeln!(s, "{} {} {} {} 0 0", m.source, p, m.fs_type, if m.read_only { "ro" } else { "rw" });
+                    let _ =
+                        writeln!(s, "{} {} {} {} 0 0", m.source, p, m.fs_type, if m.read_only { "ro" } else { "rw" });
                 }
                 Some(s.into_bytes())
             }
@@ -179,7 +189,11 @@ impl ProcSource for KernelProcSource {
                     let _ = writeln!(s, "cpu{c} 0 0 0 0 0 0 0 0 0 0");
                 }
                 let boot = crate::fs::synthetic::boot_time().sec;
-                let _ = write!(s, "intr 0\nctxt 0\nbtime {boot}\nprocesses {}\nprocs_running 1\nprocs_blocked 0\n", k.processes.pids().len());
+                let _ = write!(
+                    s,
+                    "intr 0\nctxt 0\nbtime {boot}\nprocesses {}\nprocs_running 1\nprocs_blocked 0\n",
+                    k.processes.pids().len()
+                );
                 Some(s.into_bytes())
             }
             _ => None,

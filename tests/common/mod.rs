@@ -1,0 +1,136 @@
+//! Shared helpers of the end-to-end tests: running programs natively and in
+//! the sandbox, and finding the C test programs.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The cordon binary under test.
+pub fn cordon() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cordon"))
+}
+
+/// A C test program built by build.rs; `variant` is "static",
+/// "static-pie" or "dynamic".
+pub fn c_program(name: &str, variant: &str) -> PathBuf {
+    let p = Path::new(env!("OUT_DIR")).join("c").join(format!("{name}-{variant}"));
+    assert!(p.exists(), "test program {} was not built", p.display());
+    p
+}
+
+/// The variants every C program is built in.
+pub const VARIANTS: [&str; 3] = ["static", "static-pie", "dynamic"];
+
+/// True if KVM can be used. Without it, prints why and returns false so the
+/// test can skip, unless CORDON_REQUIRE_KVM=1 makes that a failure.
+pub fn kvm_available() -> bool {
+    let why = match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
+        Ok(_) => return true,
+        Err(e) => format!("/dev/kvm: {e}"),
+    };
+    if std::env::var("CORDON_REQUIRE_KVM").as_deref() == Ok("1") {
+        panic!("KVM is required (CORDON_REQUIRE_KVM=1) but unusable: {why}");
+    }
+    eprintln!("skipping: KVM unavailable ({why})");
+    false
+}
+
+/// Skips the calling test when KVM is unavailable.
+#[macro_export]
+macro_rules! require_kvm {
+    () => {
+        if !common::kvm_available() {
+            return;
+        }
+    };
+}
+
+/// Runs a command with `stdin` as input and returns its output.
+pub fn run_with(mut cmd: Command, stdin: Option<&[u8]>) -> Output {
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    if let Some(data) = stdin {
+        let mut w = child.stdin.take().expect("stdin");
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&data);
+        });
+    }
+    child.wait_with_output().expect("wait")
+}
+
+/// `cordon run [opts] -- program args...`.
+pub fn sandbox(opts: &[&str], program: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(cordon());
+    cmd.arg("run").args(opts).arg("--").arg(program).args(args);
+    run_with(cmd, stdin)
+}
+
+/// The same program run natively.
+pub fn native(program: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    run_with(cmd, stdin)
+}
+
+/// Asserts that sandboxed and native runs agree on stdout and exit status.
+pub fn assert_same(what: &str, sandboxed: &Output, native: &Output) {
+    assert_eq!(
+        sandboxed.status.code(),
+        native.status.code(),
+        "{what}: exit status differs\nsandbox stderr:\n{}",
+        String::from_utf8_lossy(&sandboxed.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&sandboxed.stdout),
+        String::from_utf8_lossy(&native.stdout),
+        "{what}: stdout differs\nsandbox stderr:\n{}",
+        String::from_utf8_lossy(&sandboxed.stderr)
+    );
+}
+
+/// Runs a C test program natively and in the sandbox in each variant; both
+/// must pass (exit 0) with the same output.
+pub fn c_test(name: &str, args: &[&str]) {
+    for v in VARIANTS {
+        let prog = c_program(name, v);
+        let p = prog.to_str().expect("utf-8 path");
+        let n = native(p, args, None);
+        assert!(
+            n.status.success(),
+            "{name}-{v} fails natively, so the test itself is wrong:\n{}{}",
+            String::from_utf8_lossy(&n.stdout),
+            String::from_utf8_lossy(&n.stderr)
+        );
+        let s = sandbox(&[], p, args, None);
+        assert_same(&format!("{name}-{v}"), &s, &n);
+    }
+}
+
+/// Runs a C test program only in the sandbox (for behaviour that differs
+/// from the host by design, such as the read-only root); it must pass.
+pub fn c_test_sandbox_only(name: &str, opts: &[&str], args: &[&str]) {
+    for v in VARIANTS {
+        let prog = c_program(name, v);
+        let s = sandbox(opts, prog.to_str().expect("utf-8 path"), args, None);
+        assert!(
+            s.status.success(),
+            "{name}-{v} failed in the sandbox (status {:?}):\n{}{}",
+            s.status.code(),
+            String::from_utf8_lossy(&s.stdout),
+            String::from_utf8_lossy(&s.stderr)
+        );
+    }
+}
+
+/// A fresh empty directory under the target directory.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).expect("create scratch directory");
+    base
+}

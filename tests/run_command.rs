@@ -1,0 +1,89 @@
+//! `cordon run` as a user meets it: finding programs, arguments,
+//! environment, working directory, exit statuses and error reports.
+
+mod common;
+
+use common::{c_program, cordon, native, sandbox};
+
+#[test]
+fn every_executable_kind_runs_with_arguments_and_status() {
+    require_kvm!();
+    for v in common::VARIANTS {
+        let p = c_program("hello", v);
+        let p = p.to_str().unwrap();
+        let out = sandbox(&["-e", "CORDON_TEST_VAR=set here"], p, &["7", "two words"], None);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(7), "{v}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("argv[2]=two words"), "{v}: {text}");
+        assert!(text.contains("CORDON_TEST_VAR=set here"), "{v}: {text}");
+    }
+}
+
+#[test]
+fn environment_is_inherited_unless_cleared() {
+    require_kvm!();
+    let p = c_program("hello", "static");
+    let p = p.to_str().unwrap();
+    let mut cmd = std::process::Command::new(cordon());
+    cmd.env("CORDON_TEST_VAR", "from caller").args(["run", "--", p]);
+    let out = common::run_with(cmd, None);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("CORDON_TEST_VAR=from caller"));
+    let mut cmd = std::process::Command::new(cordon());
+    cmd.env("CORDON_TEST_VAR", "from caller").args(["run", "--env-clear", "--", p]);
+    let out = common::run_with(cmd, None);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("CORDON_TEST_VAR=(unset)"));
+}
+
+#[test]
+fn programs_are_found_on_the_sandbox_path() {
+    require_kvm!();
+    let out = sandbox(&[], "echo", &["found", "on", "PATH"], None);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "found on PATH\n");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn working_directory() {
+    require_kvm!();
+    let out = sandbox(&["-w", "/usr/share"], "/bin/pwd", &[], None);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "/usr/share\n");
+    let out = sandbox(&["-w", "/no/such/dir"], "/bin/pwd", &[], None);
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1, "one-line error");
+}
+
+fn one_line_error(out: &std::process::Output, code: i32, text: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert_eq!(err.lines().count(), 1, "expected one line, got: {err}");
+    assert!(err.contains(text), "expected '{text}' in: {err}");
+}
+
+#[test]
+fn bad_input_gives_one_line_and_a_distinct_status() {
+    require_kvm!();
+    one_line_error(&sandbox(&[], "/no/such/program", &[], None), 127, "No such file or directory");
+    one_line_error(&sandbox(&[], "no-such-command-anywhere", &[], None), 127, "command not found");
+    one_line_error(&sandbox(&[], "/etc/passwd", &[], None), 126, "Permission denied");
+    let scratch = common::scratch_dir("notelf");
+    let bad = scratch.join("not-an-elf");
+    std::fs::write(&bad, b"\x7fELF garbage that is no executable").unwrap();
+    std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    one_line_error(&sandbox(&[], bad.to_str().unwrap(), &[], None), 126, "Exec format error");
+    let mut cmd = std::process::Command::new(cordon());
+    cmd.args(["run", "--no-such-option", "--", "/bin/true"]);
+    one_line_error(&common::run_with(cmd, None), 2, "--no-such-option");
+    let mut cmd = std::process::Command::new(cordon());
+    cmd.args(["run", "--memory", "lots", "--", "/bin/true"]);
+    one_line_error(&common::run_with(cmd, None), 2, "lots");
+}
+
+#[test]
+fn exit_status_matches_native() {
+    require_kvm!();
+    for (prog, args) in [("/bin/true", vec![]), ("/bin/false", vec![]), ("/bin/sh", vec!["-c", "exit 3"])] {
+        let s = sandbox(&[], prog, &args, None);
+        let n = native(prog, &args, None);
+        assert_eq!(s.status.code(), n.status.code(), "{prog} {args:?}: {}", String::from_utf8_lossy(&s.stderr));
+    }
+}
