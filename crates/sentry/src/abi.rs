@@ -34,6 +34,8 @@ pod!(
     g::winsize,
     g::__kernel_timespec,
     g::__kernel_old_timeval,
+    g::timeval,
+    g::timespec,
     g::timezone,
     g::rlimit64,
     g::rusage,

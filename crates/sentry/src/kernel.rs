@@ -2,8 +2,9 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use memory::MemoryFile;
@@ -11,9 +12,17 @@ use platform::Platform;
 
 use crate::fs::dentry::MountTable;
 use crate::fs::{Dentry, Mount};
+use crate::futex::Futexes;
 use crate::loader::AuxFacts;
 use crate::stats::Stats;
-use crate::task::ProcessTable;
+use crate::task::{ExitStatus, ProcessTree};
+use crate::timers::Timers;
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        self.timers.stop();
+    }
+}
 
 /// How the sandbox was configured.
 #[derive(Clone, Debug)]
@@ -37,9 +46,16 @@ pub struct Kernel {
     pub facts: AuxFacts,
     pub started: Instant,
     pub stats: Stats,
-    pub processes: ProcessTable,
+    pub procs: Mutex<ProcessTree>,
+    pub futexes: Futexes,
+    pub timers: Arc<Timers>,
     next_tid: AtomicI32,
     reported: Mutex<HashSet<u64>>,
+    host_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Host threads running tasks right now.
+    live_threads: AtomicU64,
+    init_status: Mutex<Option<ExitStatus>>,
+    init_done: Condvar,
 }
 
 impl Kernel {
@@ -49,8 +65,8 @@ impl Kernel {
         root_mount: Arc<Mount>,
         config: KernelConfig,
         facts: AuxFacts,
-    ) -> Kernel {
-        Kernel {
+    ) -> Arc<Kernel> {
+        let k = Arc::new(Kernel {
             platform,
             mf,
             mounts: MountTable::default(),
@@ -59,10 +75,18 @@ impl Kernel {
             facts,
             started: Instant::now(),
             stats: Stats::default(),
-            processes: ProcessTable::default(),
+            procs: Mutex::new(ProcessTree::default()),
+            futexes: Futexes::default(),
+            timers: Arc::new(Timers::default()),
             next_tid: AtomicI32::new(1),
             reported: Mutex::new(HashSet::new()),
-        }
+            host_threads: Mutex::new(Vec::new()),
+            live_threads: AtomicU64::new(0),
+            init_status: Mutex::new(None),
+            init_done: Condvar::new(),
+        });
+        k.timers.start(Arc::downgrade(&k));
+        k
     }
 
     /// A new thread id (also the pid of a new process).
@@ -76,7 +100,64 @@ impl Kernel {
             eprintln!("cordon: unsupported system call {name} ({nr}), returning ENOSYS");
         }
     }
-}
 
-/// Kernel handle shared by tasks.
-pub type KernelRef = Arc<Kernel>;
+    /// Runs a task on a new host thread.
+    pub fn spawn_task_thread(self: &Arc<Self>, tid: i32, f: impl FnOnce() + Send + 'static) {
+        let k = self.clone();
+        k.live_threads.fetch_add(1, Ordering::AcqRel);
+        let h = std::thread::Builder::new()
+            .name(format!("task-{tid}"))
+            .spawn(move || {
+                f();
+                k.live_threads.fetch_sub(1, Ordering::AcqRel);
+            })
+            .expect("spawn a task thread");
+        let mut hs = self.host_threads.lock().unwrap();
+        hs.retain(|h| !h.is_finished());
+        hs.push(h);
+    }
+
+    /// Host threads running tasks.
+    pub fn live_task_threads(&self) -> u64 {
+        self.live_threads.load(Ordering::Acquire)
+    }
+
+    /// The first process has exited: the sandbox ends.
+    pub fn init_exited(&self, status: ExitStatus) {
+        *self.init_status.lock().unwrap() = Some(status);
+        self.init_done.notify_all();
+    }
+
+    /// Waits for the first process to exit.
+    pub fn wait_init(&self) -> ExitStatus {
+        let mut s = self.init_status.lock().unwrap();
+        loop {
+            if let Some(st) = *s {
+                return st;
+            }
+            s = self.init_done.wait(s).unwrap();
+        }
+    }
+
+    /// Kills every remaining task and waits until their host threads are
+    /// gone, then stops the timer thread.
+    pub fn shutdown(&self) {
+        loop {
+            let groups = self.procs.lock().unwrap().processes();
+            for g in &groups {
+                crate::task::group_exit(
+                    g,
+                    ExitStatus::Signaled { signal: linux_raw_sys::general::SIGKILL, core: false },
+                );
+            }
+            let handles: Vec<_> = std::mem::take(&mut *self.host_threads.lock().unwrap());
+            if handles.is_empty() && self.live_task_threads() == 0 {
+                break;
+            }
+            for h in handles {
+                let _ = h.join();
+            }
+        }
+        self.timers.stop();
+    }
+}

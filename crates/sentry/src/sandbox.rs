@@ -15,8 +15,8 @@ use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc
 use crate::kernel::{Kernel, KernelConfig};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
-use crate::signal::SigSet;
-use crate::task::{ExitStatus, FsContext, KernelProcSource, Task, ThreadGroup, exec, run_task};
+use crate::signal::{SigHandlers, SigInfo, SigSet, code};
+use crate::task::{ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task};
 
 /// What to run and how.
 #[derive(Clone, Debug)]
@@ -82,6 +82,9 @@ fn host_fd_flags(fd: &OwnedFd) -> OpenFlags {
 impl Sandbox {
     /// Builds the sandbox and loads the program; nothing runs yet.
     pub fn new(config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
+        // Signals for the sandbox are taken by the forwarder, never by a
+        // sentry thread: block them before any thread starts.
+        block_forwarded_signals();
         let mf = Arc::new(MemoryFile::new(config.memory).map_err(|e| SandboxError::Setup(e.to_string()))?);
         let platform: Arc<dyn Platform> = Arc::new(KvmPlatform::new(mf.clone())?);
         let root = HostFs::mount_root(&config.rootfs, mf.clone())
@@ -100,13 +103,13 @@ impl Sandbox {
             min_signal_stack: crate::arch::min_signal_stack(),
             clock_ticks: 100,
         };
-        let kernel = Arc::new(Kernel::new(
+        let kernel = Kernel::new(
             platform,
             mf.clone(),
             Mount::new("hostfs", config.rootfs.display().to_string(), true, root),
             KernelConfig { rootfs: config.rootfs.clone(), strace: config.strace, hostname },
             facts,
-        ));
+        );
         kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, dev::new_devfs()));
         let procfs = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
@@ -135,24 +138,34 @@ impl Sandbox {
             files.install_at(fd, f, false).map_err(|e| SandboxError::Setup(e.to_string()))?;
         }
         let tid = kernel.allocate_tid();
-        let tg = ThreadGroup::new(tid);
-        kernel.processes.insert(&tg);
+        debug_assert_eq!(tid, INIT_PID);
+        let tg = ThreadGroup::new(tid, Arc::new(Mutex::new(SigHandlers::default())), 0);
+        let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
+        {
+            let mut tree = kernel.procs.lock().unwrap();
+            tree.add_process(&tg, None, tid, tid);
+            tg.threads.lock().unwrap().push(shared.clone());
+            tree.add_thread(&shared);
+        }
         let space = kernel.platform.new_address_space()?;
         let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, 8 << 20));
         let mut task = Task {
             kernel: kernel.clone(),
-            tid,
+            shared,
             tg,
             mm,
             fs,
             files,
             regs: Registers::default(),
             ctx: kernel.platform.new_context()?,
-            signal_mask: SigSet::EMPTY,
             altstack: (0, 0, linux_raw_sys::general::SS_DISABLE),
             clear_child_tid: 0,
             robust_list: (0, 0),
-            exit: None,
+            restart: None,
+            restart_block: None,
+            vfork_done: None,
+            exit_code: None,
+            last_trap: (0, 0, 0),
         };
         let path = Self::find_program(&task, config)?;
         let shown = String::from_utf8_lossy(&config.program).into_owned();
@@ -205,16 +218,88 @@ impl Sandbox {
         }
     }
 
-    /// Runs the program to completion.
+    /// Runs the program to completion: until the first process exits, when
+    /// every other task is killed and every host thread joined.
     pub fn run(self) -> ExitStatus {
         let Sandbox { kernel, init } = self;
-        let handle = std::thread::Builder::new()
-            .name(format!("task-{}", init.tid))
-            .spawn(move || run_task(init))
-            .expect("spawn the first task's thread");
-        let status =
-            handle.join().unwrap_or(ExitStatus::Signaled { signal: linux_raw_sys::general::SIGKILL, core: false });
-        drop(kernel);
+        let forwarder = Forwarder::start(kernel.clone());
+        kernel.spawn_task_thread(init.tid(), move || run_task(init));
+        let status = kernel.wait_init();
+        kernel.shutdown();
+        forwarder.stop();
         status
+    }
+}
+
+/// Signals sent to cordon that go to the sandbox's first process, as
+/// `docker run` and `runsc` forward them.
+const FORWARDED: [i32; 10] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGWINCH,
+    libc::SIGCONT,
+    libc::SIGTSTP,
+];
+
+fn forwarded_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in FORWARDED {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+fn block_forwarded_signals() {
+    let set = forwarded_set();
+    // SAFETY: changes only the calling thread's mask; threads created later
+    // inherit it.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// A host thread that takes signals sent to cordon and sends them to the
+/// sandbox's first process.
+struct Forwarder {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl Forwarder {
+    fn start(kernel: Arc<Kernel>) -> Forwarder {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                let set = forwarded_set();
+                let timeout = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
+                while !flag.load(std::sync::atomic::Ordering::Acquire) {
+                    // SAFETY: waits for one of the blocked signals in `set`;
+                    // no siginfo is requested.
+                    let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+                    if sig <= 0 {
+                        continue;
+                    }
+                    let init = kernel.procs.lock().unwrap().group(INIT_PID);
+                    if let Some(init) = init {
+                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig as u32, code::SI_USER, 0));
+                    }
+                }
+            })
+            .expect("spawn the signal forwarder");
+        Forwarder { stop, handle }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let _ = self.handle.join();
     }
 }

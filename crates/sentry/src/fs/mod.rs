@@ -10,6 +10,7 @@ pub mod dentry;
 pub mod dev;
 pub mod host;
 pub mod path;
+pub mod pipe;
 pub mod proc;
 pub mod stdio;
 pub mod synthetic;
@@ -63,6 +64,8 @@ pub enum FsError {
     WouldBlock,
     #[error("broken pipe")]
     BrokenPipe,
+    /// A signal cut a blocking call short; it restarts or fails with EINTR
+    /// depending on the handler.
     #[error("interrupted")]
     Interrupted,
     #[error("bad address")]
@@ -465,7 +468,35 @@ pub trait FileOps: Send + Sync {
     fn seek_stream(&self, _offset: i64, _whence: u32) -> Result<u64, FsError> {
         Err(FsError::NotSeekable)
     }
+    /// Readiness for poll/select: POLLIN, POLLOUT, POLLHUP, POLLERR bits.
+    /// Files that never block are always ready.
+    fn poll(&self) -> u32 {
+        POLLIN | POLLOUT
+    }
+    /// Where a poller waits for the readiness to change, for files served by
+    /// the sentry.
+    fn poll_queue(&self) -> Option<&crate::task::WaitQueue> {
+        None
+    }
+    /// The host descriptor behind a passed-through file, polled in the host.
+    fn host_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+    /// The pipe behind a pipe end.
+    fn pipe(&self) -> Option<&pipe::Pipe> {
+        None
+    }
 }
+
+/// poll(2) event bits.
+pub const POLLIN: u32 = linux_raw_sys::general::POLLIN;
+pub const POLLPRI: u32 = linux_raw_sys::general::POLLPRI;
+pub const POLLOUT: u32 = linux_raw_sys::general::POLLOUT;
+pub const POLLERR: u32 = linux_raw_sys::general::POLLERR;
+pub const POLLHUP: u32 = linux_raw_sys::general::POLLHUP;
+pub const POLLNVAL: u32 = linux_raw_sys::general::POLLNVAL;
+pub const POLLRDNORM: u32 = linux_raw_sys::general::POLLRDNORM;
+pub const POLLWRNORM: u32 = linux_raw_sys::general::POLLWRNORM;
 
 /// An open file description: shared by descriptors made by dup and fork.
 pub struct OpenFile {

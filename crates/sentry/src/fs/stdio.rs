@@ -5,12 +5,14 @@
 //! so does the offset, which the caller's shell may share.
 
 use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::event::{PollFd, PollFlags};
 
 use linux_raw_sys::general as g;
 use linux_raw_sys::ioctl as io;
 
-use super::{FileOps, FsError, OpenFile, Stat};
+use super::{FileOps, FsError, OpenFile, OpenFlags, POLLERR, POLLHUP, POLLIN, POLLOUT, Stat};
 use crate::mm::MemoryManager;
 
 /// A host descriptor passed through.
@@ -22,10 +24,40 @@ impl HostStream {
     pub fn new(fd: OwnedFd) -> Self {
         HostStream { fd }
     }
+
+    /// Waits until the host descriptor is ready for `events`, interruptibly:
+    /// the task's waiter is polled along with it. With `nonblock`, only
+    /// checks.
+    fn wait_ready(&self, events: PollFlags, nonblock: bool) -> Result<(), FsError> {
+        let Some(task) = crate::task::current_opt() else { return Ok(()) };
+        loop {
+            let ev = task.waiter.eventfd();
+            let mut fds = [PollFd::new(&self.fd, events), PollFd::new(&ev, PollFlags::IN)];
+            let timeout = if nonblock { Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 }) } else { None };
+            match rustix::event::poll(&mut fds, timeout) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(_) => {}
+            }
+            if !fds[0].revents().is_empty() {
+                return Ok(());
+            }
+            if nonblock {
+                return Err(FsError::WouldBlock);
+            }
+            if !fds[1].revents().is_empty() {
+                task.waiter.drain_eventfd();
+            }
+            if task.interrupted() {
+                return Err(FsError::Interrupted);
+            }
+        }
+    }
 }
 
 impl FileOps for HostStream {
-    fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, file: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        self.wait_ready(PollFlags::IN, file.flags().contains(OpenFlags::NONBLOCK))?;
         loop {
             match rustix::io::readv(&self.fd, bufs) {
                 Err(rustix::io::Errno::INTR) => continue,
@@ -35,7 +67,8 @@ impl FileOps for HostStream {
         }
     }
 
-    fn write(&self, _: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+    fn write(&self, file: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+        self.wait_ready(PollFlags::OUT, file.flags().contains(OpenFlags::NONBLOCK))?;
         loop {
             match rustix::io::writev(&self.fd, bufs) {
                 Err(rustix::io::Errno::INTR) => continue,
@@ -66,6 +99,33 @@ impl FileOps for HostStream {
             btime: None,
             mount_id: 0,
         })
+    }
+
+    fn poll(&self) -> u32 {
+        let mut fds = [PollFd::new(&self.fd, PollFlags::IN | PollFlags::OUT)];
+        let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+        if rustix::event::poll(&mut fds, Some(&zero)).is_err() {
+            return POLLERR;
+        }
+        let r = fds[0].revents();
+        let mut m = 0;
+        if r.contains(PollFlags::IN) {
+            m |= POLLIN;
+        }
+        if r.contains(PollFlags::OUT) {
+            m |= POLLOUT;
+        }
+        if r.contains(PollFlags::HUP) {
+            m |= POLLHUP;
+        }
+        if r.contains(PollFlags::ERR) {
+            m |= POLLERR;
+        }
+        m
+    }
+
+    fn host_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
     }
 
     fn seek_stream(&self, offset: i64, whence: u32) -> Result<u64, FsError> {

@@ -246,3 +246,45 @@ impl MemoryManager {
         self.copy_out(addr, crate::abi::bytes_of(v))
     }
 }
+
+impl MemoryManager {
+    /// Runs `f` on the aligned u32 at `addr` as an atomic shared with the
+    /// application's threads (futex words). `write` breaks copy-on-write
+    /// first, so stores land in the memory the application sees.
+    pub fn with_atomic_u32<R>(
+        &self,
+        addr: u64,
+        write: bool,
+        f: impl FnOnce(&std::sync::atomic::AtomicU32) -> R,
+    ) -> Result<R, MmError> {
+        if !addr.is_multiple_of(4) {
+            return Err(MmError::Invalid);
+        }
+        let access = if write { Access { write: true, ..Access::READ } } else { Access::READ };
+        let mut st = self.lock();
+        self.prepare(&mut st, addr, 4, access)?;
+        let frame = st.pages[&page_down(addr)].frame;
+        // SAFETY: the frame is present while the lock is held; the address
+        // is 4-aligned and inside the frame; AtomicU32 has the layout of u32
+        // and the host CPU's atomics are coherent with the guest's.
+        let atomic = unsafe {
+            std::sync::atomic::AtomicU32::from_ptr(
+                self.mf.frame_ptr(frame).add((addr - page_down(addr)) as usize).cast(),
+            )
+        };
+        Ok(f(atomic))
+    }
+
+    /// For a shared mapping, the frame and offset of `addr` (the identity
+    /// of a process-shared futex); None for private memory.
+    pub fn shared_key(&self, addr: u64) -> Result<Option<(u64, u64)>, MmError> {
+        let mut st = self.lock();
+        let shared = st.vmas.find(addr).map(|v| !v.is_private()).ok_or(MmError::Unmapped)?;
+        if !shared {
+            return Ok(None);
+        }
+        self.prepare(&mut st, addr, 4, Access::READ)?;
+        let frame = st.pages[&page_down(addr)].frame;
+        Ok(Some((frame.number(), addr - page_down(addr))))
+    }
+}

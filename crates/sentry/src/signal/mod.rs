@@ -1,4 +1,7 @@
-//! Signal state: dispositions, masks, default actions.
+//! Signal state: dispositions, masks, pending queues, siginfo, default
+//! actions.
+
+use std::collections::VecDeque;
 
 use linux_raw_sys::general as g;
 
@@ -21,6 +24,194 @@ impl SigSet {
     /// SIGKILL and SIGSTOP can never be blocked.
     pub fn blockable(self) -> SigSet {
         SigSet(self.0 & !(Self::of(g::SIGKILL).0 | Self::of(g::SIGSTOP).0))
+    }
+    pub fn add(&mut self, sig: u32) {
+        self.0 |= Self::of(sig).0;
+    }
+    pub fn remove(&mut self, sig: u32) {
+        self.0 &= !Self::of(sig).0;
+    }
+    pub fn union(self, o: SigSet) -> SigSet {
+        SigSet(self.0 | o.0)
+    }
+    pub fn minus(self, o: SigSet) -> SigSet {
+        SigSet(self.0 & !o.0)
+    }
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// Signals raised by the CPU for the instruction that just ran; they are
+/// delivered before any other pending signal.
+pub const SYNCHRONOUS: SigSet = SigSet(
+    (1 << (g::SIGSEGV - 1))
+        | (1 << (g::SIGBUS - 1))
+        | (1 << (g::SIGILL - 1))
+        | (1 << (g::SIGTRAP - 1))
+        | (1 << (g::SIGFPE - 1))
+        | (1 << (g::SIGSYS - 1)),
+);
+
+/// The stop signals.
+pub const STOP_SIGNALS: SigSet =
+    SigSet((1 << (g::SIGSTOP - 1)) | (1 << (g::SIGTSTP - 1)) | (1 << (g::SIGTTIN - 1)) | (1 << (g::SIGTTOU - 1)));
+
+/// First real-time signal: these queue every instance.
+pub const SIGRTMIN: u32 = 32;
+
+/// What a siginfo carries beyond number, errno and code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SigFields {
+    #[default]
+    None,
+    /// kill, tkill, tgkill: the sender.
+    Kill { pid: i32, uid: u32 },
+    /// sigqueue and the like: the sender and a value.
+    Queue { pid: i32, uid: u32, value: u64 },
+    /// A fault: the address.
+    Fault { addr: u64 },
+    /// A child changed state.
+    Child { pid: i32, uid: u32, status: i32, utime: i64, stime: i64 },
+    /// A POSIX timer expired.
+    Timer { id: i32, overrun: i32, value: u64 },
+    /// Raw bytes from rt_sigqueueinfo, kept as given past the header.
+    Raw([u8; 112]),
+}
+
+/// A signal instance with its siginfo.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SigInfo {
+    pub signo: u32,
+    pub errno: i32,
+    pub code: i32,
+    pub fields: SigFields,
+}
+
+/// si_code values.
+pub mod code {
+    use linux_raw_sys::general as g;
+    pub const SI_USER: i32 = g::SI_USER as i32;
+    pub const SI_KERNEL: i32 = g::SI_KERNEL as i32;
+    pub const SI_QUEUE: i32 = g::SI_QUEUE;
+    pub const SI_TIMER: i32 = g::SI_TIMER;
+    pub const SI_TKILL: i32 = g::SI_TKILL;
+}
+
+impl SigInfo {
+    /// A signal sent by a process with kill(2) and friends.
+    pub fn user(signo: u32, code: i32, pid: i32) -> SigInfo {
+        SigInfo { signo, errno: 0, code, fields: SigFields::Kill { pid, uid: rustix::process::getuid().as_raw() } }
+    }
+
+    /// A signal the kernel sends for no particular sender.
+    pub fn kernel(signo: u32) -> SigInfo {
+        SigInfo { signo, errno: 0, code: code::SI_KERNEL, fields: SigFields::None }
+    }
+
+    /// The 128-byte x86_64 siginfo_t.
+    pub fn to_bytes(&self) -> [u8; 128] {
+        let mut b = [0u8; 128];
+        b[0..4].copy_from_slice(&self.signo.to_le_bytes());
+        b[4..8].copy_from_slice(&self.errno.to_le_bytes());
+        b[8..12].copy_from_slice(&self.code.to_le_bytes());
+        let mut put = |off: usize, v: &[u8]| b[off..off + v.len()].copy_from_slice(v);
+        match self.fields {
+            SigFields::None => {}
+            SigFields::Kill { pid, uid } => {
+                put(16, &pid.to_le_bytes());
+                put(20, &uid.to_le_bytes());
+            }
+            SigFields::Queue { pid, uid, value } => {
+                put(16, &pid.to_le_bytes());
+                put(20, &uid.to_le_bytes());
+                put(24, &value.to_le_bytes());
+            }
+            SigFields::Fault { addr } => put(16, &addr.to_le_bytes()),
+            SigFields::Child { pid, uid, status, utime, stime } => {
+                put(16, &pid.to_le_bytes());
+                put(20, &uid.to_le_bytes());
+                put(24, &status.to_le_bytes());
+                put(32, &utime.to_le_bytes());
+                put(40, &stime.to_le_bytes());
+            }
+            SigFields::Timer { id, overrun, value } => {
+                put(16, &id.to_le_bytes());
+                put(20, &overrun.to_le_bytes());
+                put(24, &value.to_le_bytes());
+            }
+            SigFields::Raw(r) => put(16, &r),
+        }
+        b
+    }
+
+    /// A siginfo given by the application (rt_sigqueueinfo), signal number
+    /// forced to `signo`.
+    pub fn from_bytes(signo: u32, b: &[u8; 128]) -> SigInfo {
+        let i32_at = |o: usize| i32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let mut raw = [0u8; 112];
+        raw.copy_from_slice(&b[16..128]);
+        SigInfo { signo, errno: i32_at(4), code: i32_at(8), fields: SigFields::Raw(raw) }
+    }
+}
+
+/// Pending signals: one instance of each standard signal, every instance of
+/// a real-time one, each with its siginfo.
+#[derive(Clone, Debug, Default)]
+pub struct SigQueue {
+    set: SigSet,
+    infos: VecDeque<SigInfo>,
+}
+
+/// Most real-time signals queued at once (RLIMIT_SIGPENDING-like bound).
+const MAX_QUEUED: usize = 4096;
+
+impl SigQueue {
+    pub fn pending(&self) -> SigSet {
+        self.set
+    }
+
+    /// Adds a signal; a standard signal already pending is not queued again.
+    /// Returns false if it was dropped.
+    pub fn enqueue(&mut self, info: SigInfo) -> bool {
+        if info.signo < SIGRTMIN && self.set.contains(info.signo) {
+            return false;
+        }
+        if self.infos.len() >= MAX_QUEUED && info.signo >= SIGRTMIN {
+            return false;
+        }
+        self.set.add(info.signo);
+        self.infos.push_back(info);
+        true
+    }
+
+    /// Takes the next signal allowed by `allowed`: synchronous ones first,
+    /// then the lowest number; real-time instances in order.
+    pub fn dequeue(&mut self, allowed: SigSet) -> Option<SigInfo> {
+        let ready = SigSet(self.set.0 & allowed.0);
+        if ready.is_empty() {
+            return None;
+        }
+        let sync = SigSet(ready.0 & SYNCHRONOUS.0);
+        let pick = if sync.is_empty() { ready } else { sync };
+        let sig = pick.0.trailing_zeros() + 1;
+        self.take(sig)
+    }
+
+    /// Takes the first instance of `sig`.
+    pub fn take(&mut self, sig: u32) -> Option<SigInfo> {
+        let i = self.infos.iter().position(|s| s.signo == sig)?;
+        let info = self.infos.remove(i).expect("present");
+        if !self.infos.iter().any(|s| s.signo == sig) {
+            self.set.remove(sig);
+        }
+        Some(info)
+    }
+
+    /// Discards every instance of the signals in `set`.
+    pub fn discard(&mut self, set: SigSet) {
+        self.infos.retain(|s| !set.contains(s.signo));
+        self.set = self.set.minus(set);
     }
 }
 
@@ -67,6 +258,19 @@ pub struct SigAction {
 pub const SIG_DFL: u64 = 0;
 pub const SIG_IGN: u64 = 1;
 
+/// sigaction flags.
+pub mod flags {
+    use linux_raw_sys::general as g;
+    pub const SA_NOCLDSTOP: u64 = g::SA_NOCLDSTOP as u64;
+    pub const SA_NOCLDWAIT: u64 = g::SA_NOCLDWAIT as u64;
+    pub const SA_SIGINFO: u64 = g::SA_SIGINFO as u64;
+    pub const SA_ONSTACK: u64 = g::SA_ONSTACK as u64;
+    pub const SA_RESTART: u64 = g::SA_RESTART as u64;
+    pub const SA_NODEFER: u64 = g::SA_NODEFER as u64;
+    pub const SA_RESETHAND: u64 = g::SA_RESETHAND as u64;
+    pub const SA_RESTORER: u64 = g::SA_RESTORER as u64;
+}
+
 /// `struct sigaction` as the rt_sigaction system call takes it on x86_64
 /// (handler, flags, restorer, mask).
 #[derive(
@@ -102,6 +306,13 @@ impl Default for SigHandlers {
 }
 
 impl SigHandlers {
+    /// True if a signal with this disposition would be dropped when sent:
+    /// ignored explicitly, or by default and not a stop signal.
+    pub fn ignores(&self, sig: u32) -> bool {
+        let a = self.get(sig);
+        a.handler == SIG_IGN || (a.handler == SIG_DFL && default_action(sig) == DefaultAction::Ignore)
+    }
+
     pub fn get(&self, sig: u32) -> SigAction {
         self.actions[sig as usize - 1]
     }
@@ -134,6 +345,39 @@ pub fn describe(sig: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn standard_signals_coalesce_realtime_ones_queue() {
+        let mut q = SigQueue::default();
+        assert!(q.enqueue(SigInfo::kernel(g::SIGUSR1)));
+        assert!(!q.enqueue(SigInfo::kernel(g::SIGUSR1)));
+        assert!(q.enqueue(SigInfo::kernel(40)));
+        assert!(q.enqueue(SigInfo::kernel(40)));
+        assert!(q.enqueue(SigInfo::kernel(g::SIGSEGV)));
+        assert_eq!(q.dequeue(SigSet(u64::MAX)).unwrap().signo, g::SIGSEGV, "synchronous first");
+        assert_eq!(q.dequeue(SigSet(u64::MAX)).unwrap().signo, g::SIGUSR1);
+        assert_eq!(q.dequeue(SigSet::of(g::SIGUSR2)), None, "blocked signals stay");
+        assert_eq!(q.dequeue(SigSet(u64::MAX)).unwrap().signo, 40);
+        assert!(q.pending().contains(40), "second instance still pending");
+        assert_eq!(q.dequeue(SigSet(u64::MAX)).unwrap().signo, 40);
+        assert!(q.pending().is_empty());
+    }
+
+    #[test]
+    fn siginfo_layout() {
+        let i = SigInfo {
+            signo: 17,
+            errno: 0,
+            code: 1,
+            fields: SigFields::Child { pid: 5, uid: 7, status: 3, utime: 0, stime: 0 },
+        };
+        let b = i.to_bytes();
+        assert_eq!(i32::from_le_bytes(b[0..4].try_into().unwrap()), 17);
+        assert_eq!(i32::from_le_bytes(b[16..20].try_into().unwrap()), 5);
+        assert_eq!(i32::from_le_bytes(b[24..28].try_into().unwrap()), 3);
+        let f = SigInfo { signo: 11, errno: 0, code: 2, fields: SigFields::Fault { addr: 0xdead } }.to_bytes();
+        assert_eq!(u64::from_le_bytes(f[16..24].try_into().unwrap()), 0xdead);
+    }
 
     #[test]
     fn defaults_and_sets() {

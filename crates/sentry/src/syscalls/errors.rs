@@ -51,7 +51,7 @@ impl From<FsError> for Errno {
             FsError::NotSupported => Errno::EOPNOTSUPP,
             FsError::WouldBlock => Errno::EAGAIN,
             FsError::BrokenPipe => Errno::EPIPE,
-            FsError::Interrupted => Errno::EINTR,
+            FsError::Interrupted => Errno::ERESTARTSYS,
             FsError::Fault => Errno::EFAULT,
             FsError::NoDevice => Errno::ENXIO,
             FsError::Overflow => Errno::EOVERFLOW,

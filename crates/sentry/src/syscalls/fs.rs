@@ -370,7 +370,16 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
             file(task, a[0])?;
             Ok(0)
         }
-        g::F_GETPIPE_SZ | g::F_SETPIPE_SZ | g::F_ADD_SEALS | g::F_GET_SEALS => {
+        g::F_GETPIPE_SZ => {
+            let f = file(task, a[0])?;
+            Ok(f.ops.pipe().ok_or(Errno::EBADF)?.capacity() as u64)
+        }
+        g::F_SETPIPE_SZ => {
+            let f = file(task, a[0])?;
+            let p = f.ops.pipe().ok_or(Errno::EBADF)?;
+            Ok(p.set_capacity(arg as usize)? as u64)
+        }
+        g::F_ADD_SEALS | g::F_GET_SEALS => {
             file(task, a[0])?;
             Err(Errno::EINVAL.into())
         }

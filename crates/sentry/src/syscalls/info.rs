@@ -33,7 +33,7 @@ pub fn sysinfo(task: &mut Task, a: &[u64; 6]) -> SysResult {
     i.uptime = k.started.elapsed().as_secs() as _;
     i.totalram = k.mf.capacity() as _;
     i.freeram = (k.mf.capacity() - k.mf.stats().frames_in_use * 4096) as _;
-    i.procs = k.processes.pids().len() as u16;
+    i.procs = k.procs.lock().unwrap().thread_count() as u16;
     i.mem_unit = 1;
     task.mm.write_pod(a[0], &i)?;
     Ok(0)
@@ -66,7 +66,7 @@ fn cpu_mask() -> Vec<u8> {
 
 pub fn sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (pid, len) = (a[0] as i32, a[1] as usize);
-    if pid != 0 && pid != task.tid && pid != task.tg.tgid {
+    if pid != 0 && pid != task.tid() && pid != task.tg.tgid {
         return Err(Errno::ESRCH.into());
     }
     let m = cpu_mask();

@@ -2,14 +2,17 @@
 
 mod errors;
 mod fs;
+mod futex;
 mod info;
 mod io;
 mod mm;
+mod pipe;
 mod process;
 mod signal;
 pub mod strace;
 mod table;
 mod time;
+mod timer;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -41,12 +44,12 @@ pub fn dispatch(task: &mut Task) {
         }
     };
     task.kernel.stats.record_syscall(nr, started.elapsed());
-    let result = match result {
-        // Nothing interrupts a system call yet, so a restart request can
-        // only come from a wait that was cut short: report EINTR.
-        Err(SysError::Errno(e)) if e.is_restart() => Err(SysError::Errno(Errno::EINTR)),
-        r => r,
-    };
+    if let Err(SysError::Errno(e)) = result
+        && e.is_restart()
+    {
+        // Resolved when signals are handled: EINTR or a restart.
+        task.restart = Some((e, nr));
+    }
     match result {
         Ok(v) => task.regs.set_return(v),
         Err(SysError::Errno(e)) => task.regs.set_return(e.as_return()),

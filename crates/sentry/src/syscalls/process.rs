@@ -5,20 +5,225 @@ use linux_raw_sys::prctl as pr;
 
 use super::{SysError, SysResult, read_path, start_dir};
 use crate::errno::Errno;
-use crate::task::{ExitStatus, RLIM_INFINITY, Rlimit, Task};
+use crate::signal::SigFields;
+use crate::task::{
+    CloneArgs, ExitKind, ExitStatus, RLIM_INFINITY, Rlimit, Task, WaitFor, WaitOptions, WaitOutcome, clone_task,
+    wait_child,
+};
 
 /// Most arguments or environment entries accepted by execve.
 const MAX_ARG_COUNT: usize = 0x7fff_ffff / 8;
 
 pub fn exit(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    // A single-threaded process ends with its only thread.
-    task.exit_group(ExitStatus::Exited(a[0] as u8));
+    task.request_exit(ExitKind::Thread(a[0] as u8));
     Err(SysError::JustReturn)
 }
 
 pub fn exit_group(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    task.exit_group(ExitStatus::Exited(a[0] as u8));
+    task.request_exit(ExitKind::Group(ExitStatus::Exited(a[0] as u8)));
     Err(SysError::JustReturn)
+}
+
+pub fn clone(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    // x86_64 order: flags, stack, parent_tid, child_tid, tls.
+    let args = CloneArgs {
+        flags: a[0] & !0xff,
+        exit_signal: (a[0] & 0xff) as u32,
+        stack: a[1],
+        parent_tid: a[2],
+        child_tid: a[3],
+        tls: a[4],
+    };
+    Ok(clone_task(task, &args)? as u64)
+}
+
+pub fn clone3(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let size = a[1] as usize;
+    if !(64..=4096).contains(&size) {
+        return Err(Errno::EINVAL.into());
+    }
+    let mut raw = vec![0u8; size];
+    task.mm.copy_in(a[0], &mut raw)?;
+    if raw[88.min(size)..].iter().any(|b| *b != 0) {
+        // Fields this kernel does not know must be zero.
+        return Err(Errno::E2BIG.into());
+    }
+    let w = |i: usize| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().unwrap());
+    // w(1) is the pidfd pointer, used only with CLONE_PIDFD.
+    let (flags, child_tid, parent_tid, exit_signal, stack, stack_size, tls) =
+        (w(0), w(2), w(3), w(4), w(5), w(6), w(7));
+    let set_tid_size = if size >= 80 { w(9) } else { 0 };
+    let cgroup = if size >= 88 { w(10) } else { 0 };
+    if flags & g::CLONE_PIDFD as u64 != 0 || set_tid_size != 0 || cgroup != 0 || exit_signal > 64 {
+        return Err(Errno::EINVAL.into());
+    }
+    if (stack == 0) != (stack_size == 0) {
+        return Err(Errno::EINVAL.into());
+    }
+    let args = CloneArgs {
+        flags,
+        exit_signal: exit_signal as u32,
+        stack: if stack == 0 { 0 } else { stack + stack_size },
+        parent_tid,
+        child_tid,
+        tls,
+    };
+    Ok(clone_task(task, &args)? as u64)
+}
+
+pub fn fork(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    let args = CloneArgs { exit_signal: g::SIGCHLD, ..Default::default() };
+    Ok(clone_task(task, &args)? as u64)
+}
+
+pub fn vfork(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    let args =
+        CloneArgs { flags: (g::CLONE_VM | g::CLONE_VFORK) as u64, exit_signal: g::SIGCHLD, ..Default::default() };
+    Ok(clone_task(task, &args)? as u64)
+}
+
+fn wait_options(options: u64, waitid: bool) -> Result<WaitOptions, SysError> {
+    let o = options as u32;
+    let known = g::WNOHANG
+        | g::WUNTRACED
+        | g::WCONTINUED
+        | g::__WNOTHREAD
+        | g::__WALL
+        | g::__WCLONE
+        | if waitid { g::WEXITED | g::WNOWAIT } else { 0 };
+    if o & !known != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let opts = WaitOptions {
+        exited: !waitid || o & g::WEXITED != 0,
+        stopped: o & g::WUNTRACED != 0,
+        continued: o & g::WCONTINUED != 0,
+        nohang: o & g::WNOHANG != 0,
+        nowait: waitid && o & g::WNOWAIT != 0,
+        all: o & g::__WALL != 0,
+        clone_only: o & g::__WCLONE != 0,
+    };
+    if waitid && !(opts.exited || opts.stopped || opts.continued) {
+        return Err(Errno::EINVAL.into());
+    }
+    Ok(opts)
+}
+
+fn write_rusage(task: &Task, addr: u64, out: Option<&WaitOutcome>) -> Result<(), SysError> {
+    if addr == 0 {
+        return Ok(());
+    }
+    let mut r = <g::rusage as crate::abi::Pod>::zeroed();
+    if let Some(o) = out {
+        r.ru_utime = timeval_of(std::time::Duration::from_nanos(o.cpu_ns));
+    }
+    task.mm.write_pod(addr, &r)?;
+    Ok(())
+}
+
+pub fn wait4(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let opts = wait_options(a[2], false)?;
+    let pid = a[0] as i32;
+    let which = match pid {
+        -1 => WaitFor::Any,
+        0 => WaitFor::Pgid(task.kernel.procs.lock().unwrap().pgid_of(task.tg.tgid).unwrap_or(task.tg.tgid)),
+        p if p < 0 => WaitFor::Pgid(-p),
+        p => WaitFor::Pid(p),
+    };
+    let out = wait_child(task, which, opts)?;
+    if let Some(o) = &out
+        && a[1] != 0
+    {
+        task.mm.write_pod(a[1], &o.status)?;
+    }
+    write_rusage(task, a[3], out.as_ref())?;
+    Ok(out.map(|o| o.pid as u64).unwrap_or(0))
+}
+
+pub fn waitid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let opts = wait_options(a[3], true)?;
+    let id = a[1] as i32;
+    let which = match a[0] as u32 {
+        g::P_ALL => WaitFor::Any,
+        g::P_PID if id > 0 => WaitFor::Pid(id),
+        g::P_PGID if id >= 0 => WaitFor::Pgid(if id == 0 {
+            task.kernel.procs.lock().unwrap().pgid_of(task.tg.tgid).unwrap_or(task.tg.tgid)
+        } else {
+            id
+        }),
+        _ => return Err(Errno::EINVAL.into()),
+    };
+    let out = wait_child(task, which, opts)?;
+    if a[2] != 0 {
+        let info = match &out {
+            Some(o) => crate::signal::SigInfo {
+                signo: g::SIGCHLD,
+                errno: 0,
+                code: o.code,
+                fields: SigFields::Child {
+                    pid: o.pid,
+                    uid: rustix::process::getuid().as_raw(),
+                    status: o.si_status,
+                    utime: 0,
+                    stime: 0,
+                },
+            }
+            .to_bytes(),
+            None => [0u8; 128],
+        };
+        task.mm.copy_out(a[2], &info)?;
+    }
+    write_rusage(task, a[4], out.as_ref())?;
+    Ok(0)
+}
+
+pub fn setpgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let me = task.tg.tgid;
+    let pid = if a[0] as i32 == 0 { me } else { a[0] as i32 };
+    let pgid = if a[1] as i32 == 0 { pid } else { a[1] as i32 };
+    if pgid < 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let mut tree = task.kernel.procs.lock().unwrap();
+    let target = tree.group(pid).ok_or(Errno::ESRCH)?;
+    if pid != me {
+        if tree.parent_of(pid) != Some(me) {
+            return Err(Errno::ESRCH.into());
+        }
+        if target.state.lock().unwrap().did_exec {
+            return Err(Errno::EACCES.into());
+        }
+    }
+    let my_sid = tree.sid_of(me);
+    if tree.sid_of(pid) != my_sid {
+        return Err(Errno::EPERM.into());
+    }
+    if tree.sid_of(pid) == Some(pid) {
+        return Err(Errno::EPERM.into());
+    }
+    if pgid != pid && !tree.members_of(pgid).iter().any(|m| tree.sid_of(m.tgid) == my_sid) {
+        return Err(Errno::EPERM.into());
+    }
+    tree.set_pgid(pid, pgid);
+    Ok(0)
+}
+
+pub fn setsid(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    let me = task.tg.tgid;
+    let mut tree = task.kernel.procs.lock().unwrap();
+    // A process group with the caller's id exists: it leads a group.
+    if tree.group_exists(me) {
+        return Err(Errno::EPERM.into());
+    }
+    tree.set_pgid(me, me);
+    tree.set_sid(me, me);
+    Ok(me as u64)
+}
+
+pub fn getsid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let pid = if a[0] as i32 == 0 { task.tg.tgid } else { a[0] as i32 };
+    let tree = task.kernel.procs.lock().unwrap();
+    Ok(tree.sid_of(pid).ok_or(Errno::ESRCH)? as u64)
 }
 
 pub fn getpid(task: &mut Task, _: &[u64; 6]) -> SysResult {
@@ -26,12 +231,11 @@ pub fn getpid(task: &mut Task, _: &[u64; 6]) -> SysResult {
 }
 
 pub fn gettid(task: &mut Task, _: &[u64; 6]) -> SysResult {
-    Ok(task.tid as u64)
+    Ok(task.tid() as u64)
 }
 
-pub fn getppid(_task: &mut Task, _: &[u64; 6]) -> SysResult {
-    // The sandbox's first process has no parent inside the sandbox.
-    Ok(0)
+pub fn getppid(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(task.ppid() as u64)
 }
 
 pub fn getuid(_: &mut Task, _: &[u64; 6]) -> SysResult {
@@ -92,7 +296,7 @@ pub fn setgroups(_task: &mut Task, _: &[u64; 6]) -> SysResult {
 
 pub fn set_tid_address(task: &mut Task, a: &[u64; 6]) -> SysResult {
     task.clear_child_tid = a[0];
-    Ok(task.tid as u64)
+    Ok(task.tid() as u64)
 }
 
 pub fn set_robust_list(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -104,7 +308,7 @@ pub fn set_robust_list(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn get_robust_list(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] != 0 && a[0] as i32 != task.tid {
+    if a[0] != 0 && a[0] as i32 != task.tid() {
         return Err(Errno::ESRCH.into());
     }
     task.mm.write_pod(a[1], &task.robust_list.0)?;
@@ -158,9 +362,13 @@ pub fn prctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
         pr::PR_SET_DUMPABLE if a[1] <= 1 => Ok(0),
         pr::PR_SET_NO_NEW_PRIVS if a[1] == 1 => Ok(0),
         pr::PR_GET_NO_NEW_PRIVS => Ok(1),
-        pr::PR_SET_PDEATHSIG if a[1] <= 64 => Ok(0),
+        pr::PR_SET_PDEATHSIG if a[1] <= 64 => {
+            task.tg.state.lock().unwrap().pdeath_signal = a[1] as u32;
+            Ok(0)
+        }
         pr::PR_GET_PDEATHSIG => {
-            task.mm.write_pod(a[1], &0i32)?;
+            let sig = task.tg.state.lock().unwrap().pdeath_signal as i32;
+            task.mm.write_pod(a[1], &sig)?;
             Ok(0)
         }
         pr::PR_GET_SECCOMP => Ok(0),
@@ -324,14 +532,26 @@ fn thread_cpu_time() -> std::time::Duration {
     std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
+/// CPU time of the whole process: live threads (this one measured now,
+/// others at their last exit) and threads that have exited.
+fn process_cpu(task: &Task) -> (std::time::Duration, std::time::Duration) {
+    let st = task.tg.state.lock().unwrap();
+    let dead = std::time::Duration::from_nanos(st.dead_threads_ns);
+    let children = std::time::Duration::from_nanos(st.children_ns);
+    (thread_cpu_time() + dead, children)
+}
+
 pub fn getrusage(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let who = a[0] as i32;
     if ![g::RUSAGE_SELF as i32, g::RUSAGE_CHILDREN, g::RUSAGE_THREAD as i32].contains(&who) {
         return Err(Errno::EINVAL.into());
     }
     let mut r = <g::rusage as crate::abi::Pod>::zeroed();
-    if who != g::RUSAGE_CHILDREN {
-        r.ru_utime = timeval_of(thread_cpu_time());
+    let (own, children) = process_cpu(task);
+    if who == g::RUSAGE_CHILDREN {
+        r.ru_utime = timeval_of(children);
+    } else {
+        r.ru_utime = timeval_of(if who == g::RUSAGE_THREAD as i32 { thread_cpu_time() } else { own });
         r.ru_maxrss = (task.mm.resident_pages() * 4) as _;
     }
     task.mm.write_pod(a[1], &r)?;
@@ -341,7 +561,8 @@ pub fn getrusage(task: &mut Task, a: &[u64; 6]) -> SysResult {
 pub fn times(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let ticks = |d: std::time::Duration| (d.as_millis() / 10) as u64;
     if a[0] != 0 {
-        let v = [ticks(thread_cpu_time()), 0u64, 0, 0];
+        let (own, children) = process_cpu(task);
+        let v = [ticks(own), 0u64, ticks(children), 0];
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         task.mm.copy_out(a[0], &bytes)?;
     }
@@ -370,12 +591,11 @@ pub fn capget(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn getpgrp(task: &mut Task, _: &[u64; 6]) -> SysResult {
-    Ok(task.tg.tgid as u64)
+    let me = task.tg.tgid;
+    Ok(task.kernel.procs.lock().unwrap().pgid_of(me).unwrap_or(me) as u64)
 }
 
 pub fn getpgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] != 0 && a[0] as i32 != task.tg.tgid {
-        return Err(Errno::ESRCH.into());
-    }
-    Ok(task.tg.tgid as u64)
+    let pid = if a[0] as i32 == 0 { task.tg.tgid } else { a[0] as i32 };
+    Ok(task.kernel.procs.lock().unwrap().pgid_of(pid).ok_or(Errno::ESRCH)? as u64)
 }

@@ -1,14 +1,26 @@
 //! Signal system calls.
 
+use std::time::{Duration, Instant};
+
 use linux_raw_sys::general as g;
 
 use super::{SysError, SysResult};
 use crate::errno::Errno;
-use crate::signal::{NSIG, SigAction, SigSet};
-use crate::task::Task;
+use crate::signal::{KernelSigAction, NSIG, SigAction, SigInfo, SigSet, code};
+use crate::task::{BlockError, INIT_PID, Task, block_on, send_to_group, send_to_thread};
+
+/// MINSIGSTKSZ: the smallest alternate stack accepted.
+const MINSIGSTKSZ: u64 = 2048;
 
 fn valid(sig: u64) -> Result<u32, SysError> {
     if (1..=NSIG as u64).contains(&sig) { Ok(sig as u32) } else { Err(Errno::EINVAL.into()) }
+}
+
+fn read_sigset(task: &Task, addr: u64, size: u64) -> Result<SigSet, SysError> {
+    if size != 8 {
+        return Err(Errno::EINVAL.into());
+    }
+    Ok(SigSet(task.mm.read::<u64>(addr)?))
 }
 
 pub fn rt_sigaction(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -16,23 +28,28 @@ pub fn rt_sigaction(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if a[3] != 8 {
         return Err(Errno::EINVAL.into());
     }
-    let new = if a[1] != 0 {
-        Some(SigAction::from_abi(&task.mm.read::<crate::signal::KernelSigAction>(a[1])?))
-    } else {
-        None
-    };
+    let new = if a[1] != 0 { Some(SigAction::from_abi(&task.mm.read::<KernelSigAction>(a[1])?)) } else { None };
     if new.is_some() && (sig == g::SIGKILL || sig == g::SIGSTOP) {
         return Err(Errno::EINVAL.into());
     }
-    let old = {
-        let mut h = task.tg.handlers.lock().unwrap();
+    let handlers = task.tg.handlers();
+    let (old, ignored) = {
+        let mut h = handlers.lock().unwrap();
         let old = h.get(sig);
         if let Some(mut n) = new {
             n.mask = n.mask.blockable();
             h.set(sig, n);
         }
-        old
+        (old, new.is_some() && h.ignores(sig))
     };
+    if ignored {
+        // A signal set to be ignored is discarded if pending.
+        let set = SigSet::of(sig);
+        task.tg.shared_pending.lock().unwrap().discard(set);
+        for t in task.tg.threads.lock().unwrap().iter() {
+            t.sig.lock().unwrap().pending.discard(set);
+        }
+    }
     if a[2] != 0 {
         task.mm.write(a[2], &old.to_abi())?;
     }
@@ -43,29 +60,120 @@ pub fn rt_sigprocmask(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if a[3] != 8 {
         return Err(Errno::EINVAL.into());
     }
-    let old = task.signal_mask;
+    let old = task.signal_mask();
     if a[1] != 0 {
-        let set = SigSet(task.mm.read_pod::<u64>(a[1])?);
-        task.signal_mask = match a[0] as u32 {
-            g::SIG_BLOCK => SigSet(old.0 | set.0),
-            g::SIG_UNBLOCK => SigSet(old.0 & !set.0),
+        let set = SigSet(task.mm.read::<u64>(a[1])?);
+        let new = match a[0] as u32 {
+            g::SIG_BLOCK => old.union(set),
+            g::SIG_UNBLOCK => old.minus(set),
             g::SIG_SETMASK => set,
             _ => return Err(Errno::EINVAL.into()),
-        }
-        .blockable();
+        };
+        task.set_signal_mask(new);
     }
     if a[2] != 0 {
-        task.mm.write_pod(a[2], &old.0)?;
+        task.mm.write(a[2], &old.0)?;
     }
     Ok(0)
 }
 
+pub fn rt_sigpending(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[1] > 8 {
+        return Err(Errno::EINVAL.into());
+    }
+    let (mask, private) = {
+        let s = task.shared.sig.lock().unwrap();
+        (s.mask, s.pending.pending())
+    };
+    let shared = task.tg.shared_pending.lock().unwrap().pending();
+    let set = SigSet(private.union(shared).0 & mask.0);
+    task.mm.copy_out(a[0], &set.0.to_le_bytes()[..a[1] as usize])?;
+    Ok(0)
+}
+
+/// Waits until a signal handler is about to run; always interrupted.
+fn wait_for_signal() -> Result<(), SysError> {
+    let _ = block_on(&[], None, || None::<()>);
+    Err(Errno::ERESTARTNOHAND.into())
+}
+
+pub fn rt_sigsuspend(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let set = read_sigset(task, a[0], a[1])?;
+    {
+        let mut s = task.shared.sig.lock().unwrap();
+        s.saved_mask = Some(s.mask);
+        s.mask = set.blockable();
+    }
+    wait_for_signal()?;
+    Ok(0)
+}
+
+pub fn pause(_task: &mut Task, _: &[u64; 6]) -> SysResult {
+    wait_for_signal()?;
+    Ok(0)
+}
+
+fn read_timeout(task: &Task, addr: u64) -> Result<Option<Duration>, SysError> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
+    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+        return Err(Errno::EINVAL.into());
+    }
+    Ok(Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32)))
+}
+
+pub fn rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let set = read_sigset(task, a[0], a[3])?.blockable();
+    let timeout = read_timeout(task, a[2])?;
+    let take = |t: &Task| -> Option<SigInfo> {
+        let mut s = t.shared.sig.lock().unwrap();
+        if let Some(i) = s.pending.dequeue(set) {
+            return Some(i);
+        }
+        drop(s);
+        t.tg.shared_pending.lock().unwrap().dequeue(set)
+    };
+    let info = match take(task) {
+        Some(i) => i,
+        None => {
+            // Unblock the awaited signals while waiting so their arrival
+            // wakes this thread; they are taken here, never by a handler.
+            let saved = task.signal_mask();
+            task.set_signal_mask(saved.minus(set));
+            let deadline = timeout.map(|d| Instant::now() + d);
+            let r = block_on(&[], deadline, || take(task));
+            task.set_signal_mask(saved);
+            match r {
+                Ok(i) => i,
+                Err(BlockError::TimedOut) => return Err(Errno::EAGAIN.into()),
+                Err(BlockError::Interrupted) => return Err(Errno::EINTR.into()),
+            }
+        }
+    };
+    if a[1] != 0 {
+        task.mm.copy_out(a[1], &info.to_bytes())?;
+    }
+    Ok(info.signo as u64)
+}
+
+pub fn rt_sigreturn(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    if task.sigreturn().is_err() {
+        let info = SigInfo::kernel(g::SIGSEGV);
+        task.force_signal(info, (0, 0, 0));
+    }
+    Err(SysError::JustReturn)
+}
+
 pub fn sigaltstack(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (base, size, flags) = task.altstack;
+    let on_alt = flags & g::SS_DISABLE == 0 && task.regs.rsp > base && task.regs.rsp <= base + size;
     if a[1] != 0 {
+        let shown = if on_alt { g::SS_ONSTACK } else { flags };
         let mut old = [0u8; 24];
         old[0..8].copy_from_slice(&base.to_le_bytes());
-        old[8..12].copy_from_slice(&flags.to_le_bytes());
+        old[8..12].copy_from_slice(&shown.to_le_bytes());
         old[16..24].copy_from_slice(&size.to_le_bytes());
         task.mm.copy_out(a[1], &old)?;
     }
@@ -75,103 +183,109 @@ pub fn sigaltstack(task: &mut Task, a: &[u64; 6]) -> SysResult {
         let sp = u64::from_le_bytes(raw[0..8].try_into().unwrap());
         let fl = u32::from_le_bytes(raw[8..12].try_into().unwrap());
         let sz = u64::from_le_bytes(raw[16..24].try_into().unwrap());
-        if fl & !(g::SS_DISABLE | g::SS_AUTODISARM) != 0 {
+        if on_alt {
+            return Err(Errno::EPERM.into());
+        }
+        let mode = fl & !g::SS_AUTODISARM;
+        if mode != 0 && mode != g::SS_DISABLE && mode != g::SS_ONSTACK {
             return Err(Errno::EINVAL.into());
         }
-        if fl & g::SS_DISABLE != 0 {
+        if mode == g::SS_DISABLE {
             task.altstack = (0, 0, g::SS_DISABLE);
         } else {
-            if sz < crate::arch::min_signal_stack() {
+            if sz < MINSIGSTKSZ {
                 return Err(Errno::ENOMEM.into());
             }
-            task.altstack = (sp, sz, fl);
+            task.altstack = (sp, sz, fl & g::SS_AUTODISARM);
         }
     }
     Ok(0)
 }
 
-/// kill/tkill/tgkill aimed at the calling process: the only process there
-/// is until fork exists.
+/// Sends `info` to a process; ESRCH if there is none.
+fn kill_process(task: &Task, pid: i32, info: Option<SigInfo>) -> Result<(), SysError> {
+    let tg = task.kernel.procs.lock().unwrap().group(pid).ok_or(Errno::ESRCH)?;
+    if tg.state.lock().unwrap().zombie && info.is_none() {
+        return Ok(());
+    }
+    if let Some(i) = info {
+        send_to_group(&task.kernel, &tg, i);
+    }
+    Ok(())
+}
+
 pub fn kill(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let pid = a[0] as i32;
-    if pid != task.tg.tgid && pid != 0 && pid != -1 && pid != -task.tg.tgid {
+    let info = if a[1] == 0 { None } else { Some(SigInfo::user(valid(a[1])?, code::SI_USER, task.tg.tgid)) };
+    let me = task.tg.tgid;
+    let targets: Vec<i32> = {
+        let tree = task.kernel.procs.lock().unwrap();
+        match pid {
+            p if p > 0 => vec![p],
+            0 => tree.members_of(tree.pgid_of(me).unwrap_or(me)).iter().map(|t| t.tgid).collect(),
+            -1 => tree.pids().into_iter().filter(|p| *p != INIT_PID && *p != me).collect(),
+            p => tree.members_of(-p).iter().map(|t| t.tgid).collect(),
+        }
+    };
+    if targets.is_empty() {
         return Err(Errno::ESRCH.into());
     }
-    let sig = a[1];
-    if sig == 0 {
-        return Ok(0);
+    if pid > 0 {
+        kill_process(task, pid, info)?;
+    } else {
+        for t in targets {
+            let _ = kill_process(task, t, info);
+        }
     }
-    task.signal_self(valid(sig)?);
-    if task.exit.is_some() { Err(SysError::JustReturn) } else { Ok(0) }
+    Ok(0)
+}
+
+fn kill_thread(task: &Task, tgid: Option<i32>, tid: i32, info: Option<SigInfo>) -> SysResult {
+    if tid <= 0 || tgid.is_some_and(|t| t <= 0) {
+        return Err(Errno::EINVAL.into());
+    }
+    let t = task.kernel.procs.lock().unwrap().thread(tid).ok_or(Errno::ESRCH)?;
+    if tgid.is_some_and(|g| g != t.tg.tgid) {
+        return Err(Errno::ESRCH.into());
+    }
+    if let Some(i) = info {
+        send_to_thread(&task.kernel, &t, i);
+    }
+    Ok(0)
 }
 
 pub fn tgkill(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] as i32 != task.tg.tgid || a[1] as i32 != task.tid {
-        return Err(Errno::ESRCH.into());
-    }
-    if a[2] == 0 {
-        return Ok(0);
-    }
-    task.signal_self(valid(a[2])?);
-    if task.exit.is_some() { Err(SysError::JustReturn) } else { Ok(0) }
+    let info = if a[2] == 0 { None } else { Some(SigInfo::user(valid(a[2])?, code::SI_TKILL, task.tg.tgid)) };
+    kill_thread(task, Some(a[0] as i32), a[1] as i32, info)
 }
 
 pub fn tkill(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] as i32 != task.tid {
-        return Err(Errno::ESRCH.into());
-    }
-    if a[1] == 0 {
-        return Ok(0);
-    }
-    task.signal_self(valid(a[1])?);
-    if task.exit.is_some() { Err(SysError::JustReturn) } else { Ok(0) }
+    let info = if a[1] == 0 { None } else { Some(SigInfo::user(valid(a[1])?, code::SI_TKILL, task.tg.tgid)) };
+    kill_thread(task, None, a[0] as i32, info)
 }
 
-pub fn rt_sigpending(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[1] > 8 {
-        return Err(Errno::EINVAL.into());
+/// The siginfo of rt_sigqueueinfo: only negative codes (or SI_TKILL) may be
+/// forged for another process.
+fn queued_info(task: &Task, target: i32, sig: u32, addr: u64) -> Result<SigInfo, SysError> {
+    let mut raw = [0u8; 128];
+    task.mm.copy_in(addr, &mut raw)?;
+    let info = SigInfo::from_bytes(sig, &raw);
+    if (info.code >= 0 || info.code == code::SI_TKILL) && target != task.tg.tgid {
+        return Err(Errno::EPERM.into());
     }
-    task.mm.write_pod(a[0], &0u64)?;
+    Ok(info)
+}
+
+pub fn rt_sigqueueinfo(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let pid = a[0] as i32;
+    let sig = valid(a[1])?;
+    let info = queued_info(task, pid, sig, a[2])?;
+    kill_process(task, pid, Some(info))?;
     Ok(0)
 }
 
-/// futex for a single-threaded process: a wait sleeps out its timeout if
-/// the value matches (nobody else can wake it), wakes find no waiter.
-pub fn futex(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let op = a[1] as u32 & !(g::FUTEX_PRIVATE_FLAG | g::FUTEX_CLOCK_REALTIME);
-    match op {
-        g::FUTEX_WAIT | g::FUTEX_WAIT_BITSET => {
-            let v: u32 = task.mm.read_pod(a[0])?;
-            if v != a[2] as u32 {
-                return Err(Errno::EAGAIN.into());
-            }
-            if a[3] == 0 {
-                // Nothing can ever wake this thread.
-                loop {
-                    std::thread::park();
-                }
-            }
-            let t: g::__kernel_timespec = task.mm.read_pod(a[3])?;
-            if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
-                return Err(Errno::EINVAL.into());
-            }
-            let mut d = std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32);
-            if op == g::FUTEX_WAIT_BITSET {
-                let clock = if a[1] as u32 & g::FUTEX_CLOCK_REALTIME != 0 {
-                    rustix::time::ClockId::Realtime
-                } else {
-                    rustix::time::ClockId::Monotonic
-                };
-                let now = rustix::time::clock_gettime(clock);
-                d = d.saturating_sub(std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32));
-            }
-            std::thread::sleep(d);
-            Err(Errno::ETIMEDOUT.into())
-        }
-        g::FUTEX_WAKE | g::FUTEX_WAKE_BITSET | g::FUTEX_REQUEUE | g::FUTEX_CMP_REQUEUE | g::FUTEX_WAKE_OP => {
-            task.mm.read_pod::<u32>(a[0])?;
-            Ok(0)
-        }
-        _ => Err(Errno::ENOSYS.into()),
-    }
+pub fn rt_tgsigqueueinfo(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let sig = valid(a[2])?;
+    let info = queued_info(task, a[0] as i32, sig, a[3])?;
+    kill_thread(task, Some(a[0] as i32), a[1] as i32, Some(info))
 }

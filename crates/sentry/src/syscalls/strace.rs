@@ -297,7 +297,7 @@ pub fn enter(task: &Task, nr: u64, def: Option<&SyscallDef>, args: &[u64; 6]) ->
 
 /// Completes and prints the line at exit.
 pub fn exit(task: &Task, p: Pending, def: Option<&SyscallDef>, args: &[u64; 6], result: SysResult) {
-    let mut line = format!("[{}] {}(", task.tid, p.name);
+    let mut line = format!("[{}] {}(", task.tid(), p.name);
     let mut first = true;
     for (i, a) in p.args.iter().enumerate() {
         if a.as_deref() == Some("") {

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
-use super::{Handler, fs, info, io, mm, process, signal, time};
+use super::{Handler, fs, futex, info, io, mm, pipe, process, signal, time, timer};
 
 /// One implemented system call.
 pub struct SyscallDef {
@@ -129,7 +129,7 @@ table! {
     gettid => process::gettid, [], Int;
     readahead => fs::fd_noop, [Fd, Long, UInt], Int;
     time => time::time, [Ptr], Int;
-    futex => signal::futex, [Ptr, Hex, UInt, Ptr, Ptr, UInt], Int;
+    futex => futex::futex, [Ptr, Hex, UInt, Ptr, Ptr, UInt], Int;
     sched_setaffinity => info::sched_setaffinity, [Int, UInt, Ptr], Int;
     sched_getaffinity => info::sched_getaffinity, [Int, UInt, Ptr], Int;
     getdents64 => fs::getdents64, [Fd, Ptr, UInt], Int;
@@ -173,6 +173,36 @@ table! {
     rseq => process::rseq, [Ptr, UInt, Hex, Hex], Int;
     close_range => fs::close_range, [Fd, Fd, Hex], Int;
     openat2 => fs::openat2, [DirFd, Path, Ptr, UInt], Int;
+    clone => process::clone, [Hex, Ptr, Ptr, Ptr, Hex], Int;
+    clone3 => process::clone3, [Ptr, UInt], Int;
+    fork => process::fork, [], Int;
+    vfork => process::vfork, [], Int;
+    wait4 => process::wait4, [Int, Ptr, Hex, Ptr], Int;
+    waitid => process::waitid, [Int, Int, Ptr, Hex, Ptr], Int;
+    setpgid => process::setpgid, [Int, Int], Int;
+    setsid => process::setsid, [], Int;
+    getsid => process::getsid, [Int], Int;
+    pipe => pipe::pipe, [Ptr], Int;
+    pipe2 => pipe::pipe2, [Ptr, OpenFlags], Int;
+    poll => pipe::poll, [Ptr, UInt, Int], Int;
+    ppoll => pipe::ppoll, [Ptr, UInt, Ptr, Ptr, UInt], Int;
+    select => pipe::select, [Int, Ptr, Ptr, Ptr, Ptr], Int;
+    pselect6 => pipe::pselect6, [Int, Ptr, Ptr, Ptr, Ptr, Ptr], Int;
+    rt_sigreturn => signal::rt_sigreturn, [], None;
+    rt_sigsuspend => signal::rt_sigsuspend, [Ptr, UInt], Int;
+    rt_sigtimedwait => signal::rt_sigtimedwait, [Ptr, Ptr, Ptr, UInt], Int;
+    rt_sigqueueinfo => signal::rt_sigqueueinfo, [Int, Signal, Ptr], Int;
+    rt_tgsigqueueinfo => signal::rt_tgsigqueueinfo, [Int, Int, Signal, Ptr], Int;
+    pause => signal::pause, [], Int;
+    alarm => timer::alarm, [UInt], Int;
+    getitimer => timer::getitimer, [Int, Ptr], Int;
+    setitimer => timer::setitimer, [Int, Ptr, Ptr], Int;
+    timer_create => timer::timer_create, [Clock, Ptr, Ptr], Int;
+    timer_settime => timer::timer_settime, [Int, Hex, Ptr, Ptr], Int;
+    timer_gettime => timer::timer_gettime, [Int, Ptr], Int;
+    timer_getoverrun => timer::timer_getoverrun, [Int], Int;
+    timer_delete => timer::timer_delete, [Int], Int;
+    restart_syscall => time::restart_syscall, [], Int;
     getxattr => fs::getxattr, [Path, Path, Ptr, UInt], Int;
     lgetxattr => fs::lgetxattr, [Path, Path, Ptr, UInt], Int;
     fgetxattr => fs::fgetxattr, [Fd, Path, Ptr, UInt], Int;

@@ -1,13 +1,13 @@
 //! Clocks and sleeping.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use linux_raw_sys::general as g;
 use rustix::time::ClockId;
 
 use super::{SysError, SysResult};
 use crate::errno::Errno;
-use crate::task::Task;
+use crate::task::{BlockError, RestartBlock, Task, block_on};
 
 /// The host clock behind a clock id.
 #[derive(Clone, Copy)]
@@ -93,10 +93,36 @@ fn read_ts(task: &Task, addr: u64) -> Result<Duration, SysError> {
     Ok(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
 }
 
+/// Sleeps until `deadline`, interruptibly. An interrupted relative sleep
+/// reports what is left at `rem` and resumes through restart_syscall.
+fn sleep_until(task: &mut Task, deadline: Instant, rem: Option<u64>) -> SysResult {
+    match block_on(&[], Some(deadline), || None::<()>) {
+        Err(BlockError::TimedOut) | Ok(()) => Ok(0),
+        Err(BlockError::Interrupted) => match rem {
+            None => Err(Errno::ERESTARTNOHAND.into()),
+            Some(addr) => {
+                if addr != 0 {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    write_ts(task, addr, left.as_secs() as i64, left.subsec_nanos() as i64)?;
+                }
+                task.restart_block = Some(RestartBlock { deadline, rem_addr: addr });
+                Err(Errno::ERESTART_RESTARTBLOCK.into())
+            }
+        },
+    }
+}
+
 pub fn nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let d = read_ts(task, a[0])?;
-    std::thread::sleep(d);
-    Ok(0)
+    sleep_until(task, Instant::now() + d, Some(a[1]))
+}
+
+/// restart_syscall: resumes an interrupted sleep where it left off.
+pub fn restart_syscall(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    match task.restart_block.take() {
+        Some(rb) => sleep_until(task, rb.deadline, Some(rb.rem_addr)),
+        None => Err(Errno::EINTR.into()),
+    }
 }
 
 pub fn clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -105,12 +131,10 @@ pub fn clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL.into());
     }
     let d = read_ts(task, a[2])?;
-    let d = if a[1] as u32 & g::TIMER_ABSTIME != 0 {
+    if a[1] as u32 & g::TIMER_ABSTIME != 0 {
         let n = now(clock);
-        d.saturating_sub(Duration::new(n.tv_sec as u64, n.tv_nsec as u32))
-    } else {
-        d
-    };
-    std::thread::sleep(d);
-    Ok(0)
+        let left = d.saturating_sub(Duration::new(n.tv_sec as u64, n.tv_nsec as u32));
+        return sleep_until(task, Instant::now() + left, None);
+    }
+    sleep_until(task, Instant::now() + d, Some(a[3]))
 }

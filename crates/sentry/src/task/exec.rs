@@ -1,12 +1,37 @@
 //! execve: replacing a process's program.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use platform::{FpState, Registers};
 
 use super::{ProcessView, Task};
 use crate::loader::{self, LoadError};
 use crate::mm::MemoryManager;
+
+impl Task {
+    /// Ends every other thread of the process and waits until they are
+    /// gone; the caller then takes the process's id if it did not have it.
+    fn become_sole_thread(&mut self) {
+        let others: Vec<_> =
+            self.tg.threads.lock().unwrap().iter().filter(|t| !Arc::ptr_eq(t, &self.shared)).cloned().collect();
+        if others.is_empty() {
+            return;
+        }
+        for t in &others {
+            t.kill();
+        }
+        let _r = self.tg.thread_events.register(&self.shared.waiter);
+        while self.tg.threads.lock().unwrap().len() > 1 {
+            self.shared.waiter.sleep(None);
+        }
+        let old = self.tid();
+        let leader = self.tg.tgid;
+        if old != leader {
+            self.shared.set_tid(leader);
+            self.kernel.procs.lock().unwrap().rename_thread(old, leader);
+        }
+    }
+}
 
 /// Loads `path` into a new address space and makes it the task's program.
 /// On error the task is unchanged.
@@ -22,13 +47,30 @@ pub fn exec(task: &mut Task, path: &[u8], argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>
     let loaded = loader::load(&resolver, &mm, &exe, &info, &args, &kernel.facts)?;
 
     // Past the point of no return.
+    task.become_sole_thread();
     task.mm = mm;
+    if let Some(v) = task.vfork_done.take() {
+        v.release();
+    }
     task.regs = Registers::for_entry(loaded.entry, loaded.stack_pointer);
     task.ctx.set_fp_state(&FpState::default()).map_err(|_| LoadError::NoMemory)?;
     task.files.close_on_exec();
-    task.tg.handlers.lock().unwrap().reset_for_exec();
+    {
+        // Dispositions shared with another process are copied first.
+        let mut h = task.tg.handlers.lock().unwrap();
+        if Arc::strong_count(&h) > 1 {
+            let copy = h.lock().unwrap().clone();
+            *h = Arc::new(Mutex::new(copy));
+        }
+        h.lock().unwrap().reset_for_exec();
+    }
     task.altstack = (0, 0, linux_raw_sys::general::SS_DISABLE);
     task.robust_list = (0, 0);
+    task.clear_child_tid = 0;
+    {
+        let mut st = task.tg.state.lock().unwrap();
+        st.did_exec = true;
+    }
     {
         let mut info = task.tg.info.lock().unwrap();
         info.exe = Some(exe.dentry.clone());

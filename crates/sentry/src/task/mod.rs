@@ -1,27 +1,42 @@
-//! Tasks (threads) and thread groups (processes).
+//! Tasks (threads), thread groups (processes) and the process tree.
 //!
 //! Each task runs on a host thread of its own and holds a platform context
 //! while it runs application code; the run loop turns the platform's events
-//! into system calls, resolved faults and signals.
+//! into system calls, resolved faults and signals. What other tasks may
+//! touch (signal state, the waiter, the kill flag) lives in [`TaskShared`].
 
+mod block;
+mod clone;
 pub mod exec;
+mod exit;
 mod proc_source;
 mod run;
+mod signals;
+mod tree;
+mod wait;
+pub mod wait_queue;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use linux_raw_sys::general as g;
-use platform::{Context, Registers};
+use platform::{Context, Interrupter, Registers};
 
+pub use block::{BlockError, block_on, current, current_opt};
+pub use clone::{CloneArgs, clone_task};
+pub use exit::{ExitKind, INIT_PID};
 pub use proc_source::{KernelProcSource, online_cpus};
-pub use run::run_task;
+pub use run::{RestartBlock, current_tgid, run_task};
+pub use signals::{group_exit, notify_parent, send_to_group, send_to_thread};
+pub use tree::ProcessTree;
+pub use wait::{WaitFor, WaitOptions, WaitOutcome, wait_child};
+pub use wait_queue::{WaitQueue, Waiter};
 
 use crate::fd::FdTable;
 use crate::fs::{Dentry, Resolver};
 use crate::kernel::Kernel;
 use crate::mm::MemoryManager;
-use crate::signal::{SigHandlers, SigSet};
+use crate::signal::{SigHandlers, SigQueue, SigSet};
 
 /// How a process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +59,15 @@ impl ExitStatus {
         match self {
             ExitStatus::Exited(c) => (c as i32) << 8,
             ExitStatus::Signaled { signal, core } => signal as i32 | if core { 0x80 } else { 0 },
+        }
+    }
+
+    /// si_code and si_status of the SIGCHLD/waitid report.
+    pub fn child_code(self) -> (i32, i32) {
+        match self {
+            ExitStatus::Exited(c) => (g::CLD_EXITED as i32, c as i32),
+            ExitStatus::Signaled { signal, core: false } => (g::CLD_KILLED as i32, signal as i32),
+            ExitStatus::Signaled { signal, core: true } => (g::CLD_DUMPED as i32, signal as i32),
         }
     }
 }
@@ -106,76 +130,208 @@ pub struct ProcessView {
     pub files: Arc<FdTable>,
 }
 
+/// A thread's own signal state.
+#[derive(Default)]
+pub struct ThreadSignals {
+    pub mask: SigSet,
+    pub pending: SigQueue,
+    /// The mask to restore when the current call (sigsuspend, ppoll,
+    /// pselect) returns or its signal handler returns.
+    pub saved_mask: Option<SigSet>,
+}
+
+/// The part of a task other tasks reach.
+pub struct TaskShared {
+    tid: AtomicI32,
+    pub tg: Arc<ThreadGroup>,
+    pub sig: Mutex<ThreadSignals>,
+    pub waiter: Arc<Waiter>,
+    interrupter: Mutex<Option<Arc<dyn Interrupter>>>,
+    /// The task must exit at its next chance (group exit, SIGKILL, exec of
+    /// another thread).
+    killed: AtomicBool,
+    /// CPU time the host thread used, recorded when it exits.
+    pub cpu_ns: AtomicU64,
+}
+
+impl TaskShared {
+    pub fn new(tid: i32, tg: Arc<ThreadGroup>, mask: SigSet) -> Arc<TaskShared> {
+        Arc::new(TaskShared {
+            tid: AtomicI32::new(tid),
+            tg,
+            sig: Mutex::new(ThreadSignals { mask, ..Default::default() }),
+            waiter: Waiter::new(),
+            interrupter: Mutex::new(None),
+            killed: AtomicBool::new(false),
+            cpu_ns: AtomicU64::new(0),
+        })
+    }
+
+    pub fn tid(&self) -> i32 {
+        self.tid.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_tid(&self, tid: i32) {
+        self.tid.store(tid, Ordering::Release)
+    }
+
+    pub fn set_interrupter(&self, i: Option<Arc<dyn Interrupter>>) {
+        *self.interrupter.lock().unwrap() = i;
+    }
+
+    /// Gets the task's attention: wakes it if it sleeps in the sentry and
+    /// stops it if it runs application code.
+    pub fn notify(&self) {
+        self.waiter.wake();
+        if let Some(i) = self.interrupter.lock().unwrap().as_ref() {
+            i.interrupt();
+        }
+    }
+
+    /// Makes the task exit at its next chance.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        self.notify();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
+    }
+
+    /// True if a signal could be delivered now, or the task must stop or
+    /// exit: what cuts a blocking call short.
+    pub fn interrupted(&self) -> bool {
+        if self.is_killed() || self.tg.state.lock().unwrap().stop_pending() {
+            return true;
+        }
+        let s = self.sig.lock().unwrap();
+        let allowed = SigSet(!s.mask.0);
+        if !SigSet(s.pending.pending().0 & allowed.0).is_empty() {
+            return true;
+        }
+        !SigSet(self.tg.shared_pending.lock().unwrap().pending().0 & allowed.0).is_empty()
+    }
+}
+
+/// Job-control and exit state of a process.
+#[derive(Debug, Default)]
+pub struct GroupState {
+    /// The process is exiting with this status (set once).
+    pub exit: Option<ExitStatus>,
+    /// Every thread is gone; the process waits to be reaped.
+    pub zombie: bool,
+    /// A stop signal took effect: the signal, until SIGCONT.
+    pub stopped: Option<u32>,
+    /// The stop was not yet reported to a waiting parent.
+    pub stop_unreported: bool,
+    /// A SIGCONT was not yet reported to a waiting parent (WCONTINUED).
+    pub continue_unreported: bool,
+    /// The signal the parent gets when this process dies.
+    pub exit_signal: u32,
+    /// The process has called execve (setpgid on it then fails).
+    pub did_exec: bool,
+    /// CPU time of threads that have exited, and of reaped children.
+    pub dead_threads_ns: u64,
+    pub children_ns: u64,
+    /// Signal sent to this process when its parent dies (PR_SET_PDEATHSIG).
+    pub pdeath_signal: u32,
+}
+
+impl GroupState {
+    /// True while threads must stop (or are stopped).
+    pub fn stop_pending(&self) -> bool {
+        self.stopped.is_some() && self.exit.is_none()
+    }
+}
+
 /// A process.
 pub struct ThreadGroup {
     pub tgid: i32,
-    pub handlers: Mutex<SigHandlers>,
+    /// Signal dispositions; shared with processes cloned with CLONE_SIGHAND.
+    pub handlers: Mutex<Arc<Mutex<SigHandlers>>>,
+    /// Signals sent to the process as a whole.
+    pub shared_pending: Mutex<SigQueue>,
+    /// Live threads.
+    pub threads: Mutex<Vec<Arc<TaskShared>>>,
+    pub state: Mutex<GroupState>,
+    /// Woken when a child changes state (wait).
+    pub child_events: WaitQueue,
+    /// Woken when a thread of this process exits or the process stops or
+    /// continues.
+    pub thread_events: WaitQueue,
     pub info: Mutex<ProcessInfo>,
     pub rlimits: Mutex<Rlimits>,
     pub view: Mutex<Option<ProcessView>>,
-    pub exit: Mutex<Option<ExitStatus>>,
 }
 
 impl ThreadGroup {
-    pub fn new(tgid: i32) -> Arc<ThreadGroup> {
+    pub fn new(tgid: i32, handlers: Arc<Mutex<SigHandlers>>, exit_signal: u32) -> Arc<ThreadGroup> {
         Arc::new(ThreadGroup {
             tgid,
-            handlers: Mutex::new(SigHandlers::default()),
+            handlers: Mutex::new(handlers),
+            shared_pending: Mutex::new(SigQueue::default()),
+            threads: Mutex::new(Vec::new()),
+            state: Mutex::new(GroupState { exit_signal, ..Default::default() }),
+            child_events: WaitQueue::default(),
+            thread_events: WaitQueue::default(),
             info: Mutex::new(ProcessInfo::default()),
             rlimits: Mutex::new(Rlimits::default()),
             view: Mutex::new(None),
-            exit: Mutex::new(None),
         })
     }
 
     pub fn rlimit(&self, resource: u32) -> Rlimit {
         self.rlimits.lock().unwrap().0[resource as usize]
     }
-}
 
-/// Processes of the sandbox, for /proc and signals.
-#[derive(Default)]
-pub struct ProcessTable {
-    groups: Mutex<BTreeMap<i32, Weak<ThreadGroup>>>,
-}
+    /// The current dispositions.
+    pub fn handlers(&self) -> Arc<Mutex<SigHandlers>> {
+        self.handlers.lock().unwrap().clone()
+    }
 
-impl ProcessTable {
-    pub fn insert(&self, tg: &Arc<ThreadGroup>) {
-        self.groups.lock().unwrap().insert(tg.tgid, Arc::downgrade(tg));
-    }
-    pub fn remove(&self, tgid: i32) {
-        self.groups.lock().unwrap().remove(&tgid);
-    }
-    pub fn get(&self, tgid: i32) -> Option<Arc<ThreadGroup>> {
-        self.groups.lock().unwrap().get(&tgid).and_then(Weak::upgrade)
-    }
-    pub fn pids(&self) -> Vec<i32> {
-        self.groups.lock().unwrap().iter().filter(|(_, w)| w.strong_count() > 0).map(|(k, _)| *k).collect()
+    /// The thread that represents the process (the leader, or any live
+    /// thread once it is gone).
+    pub fn main_thread(&self) -> Option<Arc<TaskShared>> {
+        let t = self.threads.lock().unwrap();
+        t.iter().find(|x| x.tid() == self.tgid).or(t.first()).cloned()
     }
 }
 
 /// A thread of the sandbox, owned by the host thread that runs it.
 pub struct Task {
     pub kernel: Arc<Kernel>,
-    pub tid: i32,
+    pub shared: Arc<TaskShared>,
     pub tg: Arc<ThreadGroup>,
     pub mm: Arc<MemoryManager>,
     pub fs: Arc<Mutex<FsContext>>,
     pub files: Arc<FdTable>,
     pub regs: Registers,
     pub ctx: Box<dyn Context>,
-    pub signal_mask: SigSet,
     /// Alternate signal stack: (base, size, flags).
     pub altstack: (u64, u64, u32),
     /// set_tid_address: cleared and woken at thread exit.
     pub clear_child_tid: u64,
     /// set_robust_list: head and length.
     pub robust_list: (u64, u64),
-    /// Set when the task must stop running.
-    pub exit: Option<ExitStatus>,
+    /// The system call just made, if it asked to be restarted.
+    pub restart: Option<(crate::errno::Errno, u64)>,
+    /// What restart_syscall resumes: the deadline of an interrupted sleep.
+    pub restart_block: Option<run::RestartBlock>,
+    /// Set while this task is the child of a vfork that has not yet called
+    /// execve or exited: the parent waits for it.
+    pub vfork_done: Option<Arc<clone::VforkDone>>,
+    /// exit(2)'s code, used if this is the process's last thread.
+    pub exit_code: Option<u8>,
+    /// (error code, trap number, cr2) of the last fault, for the signal
+    /// frame's sigcontext.
+    pub last_trap: (u64, u64, u64),
 }
 
 impl Task {
+    pub fn tid(&self) -> i32 {
+        self.shared.tid()
+    }
+
     /// A snapshot of root and cwd.
     pub fn fs_context(&self) -> FsContext {
         self.fs.lock().unwrap().clone()
@@ -188,12 +344,18 @@ impl Task {
         f(&r)
     }
 
-    /// Ends the whole process with `status` (exit_group, fatal signals).
-    pub fn exit_group(&mut self, status: ExitStatus) {
-        let mut e = self.tg.exit.lock().unwrap();
-        if e.is_none() {
-            *e = Some(status);
-        }
-        self.exit = Some(e.expect("set"));
+    /// The thread's signal mask.
+    pub fn signal_mask(&self) -> SigSet {
+        self.shared.sig.lock().unwrap().mask
+    }
+
+    /// Replaces the signal mask (SIGKILL and SIGSTOP stay unblocked).
+    pub fn set_signal_mask(&self, mask: SigSet) {
+        self.shared.sig.lock().unwrap().mask = mask.blockable();
+    }
+
+    /// The parent process's id, 0 for the first process.
+    pub fn ppid(&self) -> i32 {
+        self.kernel.procs.lock().unwrap().parent_of(self.tg.tgid).unwrap_or(0)
     }
 }

@@ -16,7 +16,7 @@ pub struct KernelProcSource {
 impl KernelProcSource {
     fn view(&self, pid: i32) -> Option<super::ProcessView> {
         let k = self.kernel.upgrade()?;
-        let tg = k.processes.get(pid)?;
+        let tg = k.procs.lock().unwrap().group(pid)?;
         tg.view.lock().unwrap().clone()
     }
 }
@@ -36,11 +36,11 @@ impl ProcSource for KernelProcSource {
     }
 
     fn pids(&self) -> Vec<i32> {
-        self.kernel.upgrade().map(|k| k.processes.pids()).unwrap_or_default()
+        self.kernel.upgrade().map(|k| k.procs.lock().unwrap().pids()).unwrap_or_default()
     }
 
     fn exists(&self, pid: i32) -> bool {
-        self.kernel.upgrade().and_then(|k| k.processes.get(pid)).is_some()
+        self.kernel.upgrade().and_then(|k| k.procs.lock().unwrap().group(pid)).is_some()
     }
 
     fn root(&self, pid: i32) -> Option<Arc<Dentry>> {
@@ -52,7 +52,7 @@ impl ProcSource for KernelProcSource {
     }
 
     fn exe(&self, pid: i32) -> Option<Arc<Dentry>> {
-        self.kernel.upgrade()?.processes.get(pid)?.info.lock().unwrap().exe.clone()
+        self.kernel.upgrade()?.procs.lock().unwrap().group(pid)?.info.lock().unwrap().exe.clone()
     }
 
     fn fds(&self, pid: i32) -> Vec<(i32, crate::fs::proc::FdTarget)> {
@@ -61,9 +61,10 @@ impl ProcSource for KernelProcSource {
             .list()
             .into_iter()
             .map(|(fd, e)| {
-                let target = match &e.file.dentry {
-                    Some(d) => Ok(d.clone()),
-                    None => Err(format!("anon_inode:[{}]", fd).into_bytes()),
+                let target = match (&e.file.dentry, e.file.ops.pipe()) {
+                    (Some(d), _) => Ok(d.clone()),
+                    (None, Some(p)) => Err(p.describe()),
+                    (None, None) => Err(b"anon_inode:[unknown]".to_vec()),
                 };
                 (fd, target)
             })
@@ -72,7 +73,7 @@ impl ProcSource for KernelProcSource {
 
     fn file(&self, pid: i32, name: &str) -> Option<Vec<u8>> {
         let k = self.kernel.upgrade()?;
-        let tg = k.processes.get(pid)?;
+        let tg = k.procs.lock().unwrap().group(pid)?;
         let info = tg.info.lock().unwrap().clone();
         match name {
             "cmdline" => Some(nul_joined(&info.argv)),
@@ -192,7 +193,7 @@ impl ProcSource for KernelProcSource {
                 let _ = write!(
                     s,
                     "intr 0\nctxt 0\nbtime {boot}\nprocesses {}\nprocs_running 1\nprocs_blocked 0\n",
-                    k.processes.pids().len()
+                    k.procs.lock().unwrap().pids().len()
                 );
                 Some(s.into_bytes())
             }

@@ -1,61 +1,65 @@
 //! The run loop of a task.
 
-use std::cell::Cell;
+use std::time::Instant;
 
 use linux_raw_sys::general as g;
 use platform::Event;
 
+use super::block::set_current;
+use super::exit::{ExitKind, exit_thread};
 use super::{ExitStatus, Task};
 use crate::mm::MmError;
-use crate::signal::{DefaultAction, default_action};
+use crate::signal::{SigFields, SigInfo};
 
-thread_local! {
-    /// Thread-group id of the task running on this host thread.
-    static CURRENT_TGID: Cell<i32> = const { Cell::new(0) };
+/// What restart_syscall resumes: an interrupted sleep.
+#[derive(Clone, Copy, Debug)]
+pub struct RestartBlock {
+    pub deadline: Instant,
+    /// Where the remaining time is reported, if the caller asked.
+    pub rem_addr: u64,
 }
 
-/// Thread-group id of the task on the calling host thread.
+/// Thread-group id of the task on the calling host thread (0 if none).
 pub fn current_tgid() -> i32 {
-    CURRENT_TGID.with(|c| c.get())
+    super::block::current_opt().map(|t| t.tg.tgid).unwrap_or(0)
 }
 
 impl Task {
-    /// A signal the task sends itself (kill on its own pid, SIGPIPE from a
-    /// write). Ignored signals vanish; the default action applies otherwise
-    /// (running handlers comes with signal delivery).
-    pub fn signal_self(&mut self, sig: u32) {
-        let act = self.tg.handlers.lock().unwrap().get(sig);
-        let catchable = sig != g::SIGKILL && sig != g::SIGSTOP;
-        if catchable && (act.handler == crate::signal::SIG_IGN || act.handler != crate::signal::SIG_DFL) {
-            return;
-        }
-        if catchable && self.signal_mask.contains(sig) {
-            return;
-        }
-        self.force_signal(sig);
+    /// A page fault the memory manager could not resolve.
+    fn fault_signal(&mut self, f: platform::Fault, e: MmError) {
+        let (sig, code) = match e {
+            MmError::BeyondEof => (g::SIGBUS, g::BUS_ADRERR as i32),
+            MmError::Access => (g::SIGSEGV, g::SEGV_ACCERR as i32),
+            _ => (g::SIGSEGV, g::SEGV_MAPERR as i32),
+        };
+        let err = u64::from(f.present) | (u64::from(f.access.write) << 1) | 4 | (u64::from(f.access.execute) << 4);
+        let info = SigInfo { signo: sig, errno: 0, code, fields: SigFields::Fault { addr: f.addr } };
+        self.force_signal(info, (err, platform::arch::vector::PAGE_FAULT as u64, f.addr));
     }
 
-    /// A synchronous signal caused by the task itself (fault, exception).
-    /// Handlers are not run yet: the default action applies.
-    fn force_signal(&mut self, sig: u32) {
-        match default_action(sig) {
-            DefaultAction::Ignore | DefaultAction::Continue | DefaultAction::Stop => {}
-            DefaultAction::Terminate | DefaultAction::CoreDump => {
-                self.exit_group(ExitStatus::Signaled { signal: sig, core: false })
-            }
-        }
+    /// A CPU exception other than a page fault.
+    fn exception_signal(&mut self, x: platform::Exception) {
+        let (sig, code) = crate::arch::exception_signal(&x);
+        let addr = if code == g::SI_KERNEL as i32 { 0 } else { self.regs.rip };
+        let info = SigInfo { signo: sig, errno: 0, code, fields: SigFields::Fault { addr } };
+        self.force_signal(info, (x.error_code, x.vector as u64, 0));
     }
 }
 
-/// Runs application code until the task exits; returns how it ended.
-pub fn run_task(mut task: Task) -> ExitStatus {
-    CURRENT_TGID.with(|c| c.set(task.tg.tgid));
-    while task.exit.is_none() {
+/// Runs a task until it exits, then tears it down.
+pub fn run_task(mut task: Task) {
+    set_current(Some(task.shared.clone()));
+    task.shared.set_interrupter(Some(task.ctx.interrupter()));
+    loop {
+        task.handle_signals();
+        if task.shared.is_killed() {
+            break;
+        }
         let event = match task.ctx.switch(&**task.mm.space(), &mut task.regs) {
             Ok(e) => e,
             Err(e) => {
-                eprintln!("cordon: task {} stopped: {e}", task.tid);
-                task.exit_group(ExitStatus::Signaled { signal: g::SIGKILL, core: false });
+                eprintln!("cordon: task {} stopped: {e}", task.tid());
+                task.request_exit(ExitKind::Group(ExitStatus::Signaled { signal: g::SIGKILL, core: false }));
                 break;
             }
         };
@@ -63,23 +67,14 @@ pub fn run_task(mut task: Task) -> ExitStatus {
             Event::Syscall => crate::syscalls::dispatch(&mut task),
             Event::Fault(f) => {
                 if let Err(e) = task.mm.handle_fault(f.addr, f.access) {
-                    let sig = if matches!(e, MmError::BeyondEof) { g::SIGBUS } else { g::SIGSEGV };
-                    task.force_signal(sig);
+                    task.fault_signal(f, e);
                 }
             }
-            Event::Exception(x) => {
-                let (sig, _code) = crate::arch::exception_signal(&x);
-                task.force_signal(sig);
-            }
+            Event::Exception(x) => task.exception_signal(x),
             Event::Interrupted => {}
         }
-        if task.exit.is_none()
-            && let Some(e) = *task.tg.exit.lock().unwrap()
-        {
-            task.exit = Some(e);
-        }
     }
-    let status = task.exit.expect("loop ends on exit");
-    task.kernel.processes.remove(task.tg.tgid);
-    status
+    task.shared.set_interrupter(None);
+    exit_thread(task);
+    set_current(None);
 }

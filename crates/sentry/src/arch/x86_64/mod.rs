@@ -1,5 +1,7 @@
-//! x86_64: how exceptions become signals, and CPU facts for the auxiliary
-//! vector.
+//! x86_64: how exceptions become signals, signal frames, and CPU facts for
+//! the auxiliary vector.
+
+pub mod signal;
 
 use linux_raw_sys::general as g;
 use platform::Exception;
@@ -23,11 +25,11 @@ pub fn hwcap() -> u64 {
     std::arch::x86_64::__cpuid(1).edx as u64
 }
 
-/// Bytes a signal frame needs: the XSAVE area for the enabled features plus
-/// the rest of the frame (siginfo, ucontext, alignment). Reported as
-/// AT_MINSIGSTKSZ.
+/// Bytes a signal frame needs, reported as AT_MINSIGSTKSZ.
 pub fn min_signal_stack() -> u64 {
-    // Leaf 0xD EBX: XSAVE area size for the features enabled in XCR0.
-    let xsave = std::arch::x86_64::__cpuid_count(0xd, 0).ebx as u64;
-    (xsave.max(512) + 64 + 1024).next_multiple_of(16)
+    signal::frame_bytes()
 }
+
+/// Length of the `syscall` instruction: a restarted system call backs the
+/// instruction pointer up by this much.
+pub const SYSCALL_INSN_LEN: u64 = 2;

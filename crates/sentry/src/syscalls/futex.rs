@@ -1,0 +1,88 @@
+//! The futex system call.
+
+use std::time::{Duration, Instant};
+
+use linux_raw_sys::general as g;
+use rustix::time::ClockId;
+
+use super::{SysError, SysResult};
+use crate::errno::Errno;
+use crate::task::Task;
+
+fn read_timespec(task: &Task, addr: u64) -> Result<Duration, SysError> {
+    let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
+    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+        return Err(Errno::EINVAL.into());
+    }
+    Ok(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+}
+
+/// An absolute time on `clock` as an instant.
+pub fn absolute_deadline(clock: ClockId, at: Duration) -> Instant {
+    let now = rustix::time::clock_gettime(clock);
+    let now = Duration::new(now.tv_sec as u64, now.tv_nsec as u32);
+    Instant::now() + at.saturating_sub(now)
+}
+
+pub fn futex(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (uaddr, op, val, val2, uaddr2, val3) = (a[0], a[1] as u32, a[2] as u32, a[3], a[4], a[5] as u32);
+    let private = op & g::FUTEX_PRIVATE_FLAG != 0;
+    let realtime = op & g::FUTEX_CLOCK_REALTIME != 0;
+    let cmd = op & !(g::FUTEX_PRIVATE_FLAG | g::FUTEX_CLOCK_REALTIME);
+    let clock = if realtime { ClockId::Realtime } else { ClockId::Monotonic };
+    let f = &task.kernel.futexes;
+    let mm = task.mm.clone();
+    let relative = |task: &Task| -> Result<Option<Instant>, SysError> {
+        if val2 == 0 { Ok(None) } else { Ok(Some(Instant::now() + read_timespec(task, val2)?)) }
+    };
+    let absolute = |task: &Task, clock: ClockId| -> Result<Option<Instant>, SysError> {
+        if val2 == 0 { Ok(None) } else { Ok(Some(absolute_deadline(clock, read_timespec(task, val2)?))) }
+    };
+    match cmd {
+        g::FUTEX_WAIT => {
+            let deadline = relative(task)?;
+            f.wait(&mm, uaddr, private, val, u32::MAX, deadline)?;
+            Ok(0)
+        }
+        g::FUTEX_WAIT_BITSET => {
+            let deadline = absolute(task, clock)?;
+            f.wait(&mm, uaddr, private, val, val3, deadline)?;
+            Ok(0)
+        }
+        g::FUTEX_WAKE => Ok(f.wake(&mm, uaddr, private, val as usize, u32::MAX) as u64),
+        g::FUTEX_WAKE_BITSET => {
+            if val3 == 0 {
+                return Err(Errno::EINVAL.into());
+            }
+            Ok(f.wake(&mm, uaddr, private, val as usize, val3) as u64)
+        }
+        g::FUTEX_REQUEUE => {
+            Ok(f.requeue(&mm, uaddr, uaddr2, private, val as usize, val2 as u32 as usize, None)? as u64)
+        }
+        g::FUTEX_CMP_REQUEUE => {
+            Ok(f.requeue(&mm, uaddr, uaddr2, private, val as usize, val2 as u32 as usize, Some(val3))? as u64)
+        }
+        g::FUTEX_WAKE_OP => {
+            Ok(f.wake_op(&mm, uaddr, uaddr2, private, val as usize, val2 as u32 as usize, val3)? as u64)
+        }
+        g::FUTEX_LOCK_PI => {
+            let deadline = absolute(task, ClockId::Realtime)?;
+            f.lock_pi(&mm, uaddr, private, false, deadline)?;
+            Ok(0)
+        }
+        g::FUTEX_LOCK_PI2 => {
+            let deadline = absolute(task, clock)?;
+            f.lock_pi(&mm, uaddr, private, false, deadline)?;
+            Ok(0)
+        }
+        g::FUTEX_TRYLOCK_PI => {
+            f.lock_pi(&mm, uaddr, private, true, None)?;
+            Ok(0)
+        }
+        g::FUTEX_UNLOCK_PI => {
+            f.unlock_pi(&mm, uaddr, private)?;
+            Ok(0)
+        }
+        _ => Err(Errno::ENOSYS.into()),
+    }
+}

@@ -1,0 +1,175 @@
+//! alarm, interval timers and POSIX timers.
+
+use std::time::Duration;
+
+use linux_raw_sys::general as g;
+use rustix::time::ClockId;
+
+use super::{SysError, SysResult};
+use crate::errno::Errno;
+use crate::task::Task;
+use crate::timers::{Notify, Setting, Target};
+
+fn timeval(d: Duration) -> g::timeval {
+    let mut t = <g::timeval as crate::abi::Pod>::zeroed();
+    t.tv_sec = d.as_secs() as _;
+    t.tv_usec = d.subsec_micros() as _;
+    t
+}
+
+fn timespec(d: Duration) -> g::timespec {
+    let mut t = <g::timespec as crate::abi::Pod>::zeroed();
+    t.tv_sec = d.as_secs() as _;
+    t.tv_nsec = d.subsec_nanos() as _;
+    t
+}
+
+pub fn alarm(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let secs = a[0] as u32;
+    let old = task
+        .kernel
+        .timers
+        .set_itimer_real(task.tg.tgid, Setting { value: Duration::from_secs(secs as u64), interval: Duration::ZERO });
+    let mut s = old.value.as_secs();
+    if old.value.subsec_micros() >= 500_000 || (s == 0 && !old.value.is_zero()) {
+        s += 1;
+    }
+    Ok(s)
+}
+
+fn write_itimerval(task: &Task, addr: u64, s: Setting) -> Result<(), SysError> {
+    let mut v = <g::itimerval as crate::abi::Pod>::zeroed();
+    v.it_interval = timeval(s.interval);
+    v.it_value = timeval(s.value);
+    task.mm.write_pod(addr, &v)?;
+    Ok(())
+}
+
+pub fn getitimer(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] as u32 != g::ITIMER_REAL {
+        return Err(Errno::EINVAL.into());
+    }
+    let s = task.kernel.timers.get_itimer_real(task.tg.tgid);
+    write_itimerval(task, a[1], s)?;
+    Ok(0)
+}
+
+pub fn setitimer(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] as u32 != g::ITIMER_REAL {
+        // Only real-time interval timers are provided.
+        return Err(Errno::EINVAL.into());
+    }
+    let new = if a[1] == 0 {
+        Setting::default()
+    } else {
+        let v: g::itimerval = task.mm.read_pod(a[1])?;
+        let d = |t: g::timeval| -> Result<Duration, SysError> {
+            if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
+                return Err(Errno::EINVAL.into());
+            }
+            Ok(Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000))
+        };
+        Setting { value: d(v.it_value)?, interval: d(v.it_interval)? }
+    };
+    let old = task.kernel.timers.set_itimer_real(task.tg.tgid, new);
+    if a[2] != 0 {
+        write_itimerval(task, a[2], old)?;
+    }
+    Ok(0)
+}
+
+fn clock_id(c: u32) -> Result<ClockId, SysError> {
+    Ok(match c {
+        g::CLOCK_REALTIME => ClockId::Realtime,
+        g::CLOCK_MONOTONIC => ClockId::Monotonic,
+        g::CLOCK_BOOTTIME => ClockId::Boottime,
+        _ => return Err(Errno::EINVAL.into()),
+    })
+}
+
+pub fn timer_create(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let clock = a[0] as u32;
+    clock_id(clock)?;
+    let notify = if a[1] == 0 {
+        Notify::Signal { signo: g::SIGALRM, value: u64::MAX, target: Target::Process(task.tg.tgid) }
+    } else {
+        let mut raw = [0u8; 64];
+        task.mm.copy_in(a[1], &mut raw)?;
+        let value = u64::from_le_bytes(raw[0..8].try_into().unwrap());
+        let signo = i32::from_le_bytes(raw[8..12].try_into().unwrap());
+        let how = i32::from_le_bytes(raw[12..16].try_into().unwrap()) as u32;
+        let tid = i32::from_le_bytes(raw[16..20].try_into().unwrap());
+        let sig_ok = (1..=64).contains(&signo);
+        match how {
+            g::SIGEV_NONE => Notify::None,
+            g::SIGEV_SIGNAL if sig_ok => {
+                Notify::Signal { signo: signo as u32, value, target: Target::Process(task.tg.tgid) }
+            }
+            g::SIGEV_THREAD_ID if sig_ok => {
+                let t = task.kernel.procs.lock().unwrap().thread(tid).ok_or(Errno::EINVAL)?;
+                if t.tg.tgid != task.tg.tgid {
+                    return Err(Errno::EINVAL.into());
+                }
+                Notify::Signal { signo: signo as u32, value, target: Target::Thread(tid) }
+            }
+            _ => return Err(Errno::EINVAL.into()),
+        }
+    };
+    let id = task.kernel.timers.create(task.tg.tgid, clock, notify);
+    if let Err(e) = task.mm.write(a[2], &id) {
+        task.kernel.timers.delete(task.tg.tgid, id);
+        return Err(Errno::from(e).into());
+    }
+    Ok(0)
+}
+
+fn read_its(task: &Task, addr: u64) -> Result<(Duration, Duration), SysError> {
+    let v: g::itimerspec = task.mm.read_pod(addr)?;
+    let d = |t: g::timespec| -> Result<Duration, SysError> {
+        if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+            return Err(Errno::EINVAL.into());
+        }
+        Ok(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+    };
+    Ok((d(v.it_value)?, d(v.it_interval)?))
+}
+
+fn write_its(task: &Task, addr: u64, s: Setting) -> Result<(), SysError> {
+    let mut v = <g::itimerspec as crate::abi::Pod>::zeroed();
+    v.it_interval = timespec(s.interval);
+    v.it_value = timespec(s.value);
+    task.mm.write_pod(addr, &v)?;
+    Ok(())
+}
+
+pub fn timer_settime(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let id = a[0] as i32;
+    let (mut value, interval) = read_its(task, a[2])?;
+    let pid = task.tg.tgid;
+    let clock = task.kernel.timers.clock(pid, id).ok_or(Errno::EINVAL)?;
+    if a[1] as u32 & g::TIMER_ABSTIME != 0 && !value.is_zero() {
+        let now = rustix::time::clock_gettime(clock_id(clock)?);
+        let now = Duration::new(now.tv_sec as u64, now.tv_nsec as u32);
+        // A time already past fires at once.
+        value = value.saturating_sub(now).max(Duration::from_nanos(1));
+    }
+    let old = task.kernel.timers.settime(pid, id, Setting { value, interval }).ok_or(Errno::EINVAL)?;
+    if a[3] != 0 {
+        write_its(task, a[3], old)?;
+    }
+    Ok(0)
+}
+
+pub fn timer_gettime(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let s = task.kernel.timers.gettime(task.tg.tgid, a[0] as i32).ok_or(Errno::EINVAL)?;
+    write_its(task, a[1], s)?;
+    Ok(0)
+}
+
+pub fn timer_getoverrun(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    Ok(task.kernel.timers.overrun(task.tg.tgid, a[0] as i32).ok_or(Errno::EINVAL)? as u64)
+}
+
+pub fn timer_delete(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if task.kernel.timers.delete(task.tg.tgid, a[0] as i32) { Ok(0) } else { Err(Errno::EINVAL.into()) }
+}

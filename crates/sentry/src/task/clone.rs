@@ -1,0 +1,189 @@
+//! clone, fork and vfork: new threads and processes.
+
+use std::sync::{Arc, Condvar, Mutex};
+
+use linux_raw_sys::general as g;
+
+use super::{ProcessView, Task, TaskShared, ThreadGroup, run_task};
+use crate::errno::Errno;
+use crate::mm::MemoryManager;
+
+/// What a clone asks for (the clone3 argument structure, decoded).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CloneArgs {
+    pub flags: u64,
+    pub exit_signal: u32,
+    pub stack: u64,
+    pub parent_tid: u64,
+    pub child_tid: u64,
+    pub tls: u64,
+}
+
+/// A vfork parent waits on this until its child execs or exits.
+#[derive(Default)]
+pub struct VforkDone {
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl VforkDone {
+    pub fn release(&self) {
+        *self.done.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut d = self.done.lock().unwrap();
+        while !*d {
+            d = self.cv.wait(d).unwrap();
+        }
+    }
+}
+
+const NAMESPACE_FLAGS: u64 = (g::CLONE_NEWNS
+    | g::CLONE_NEWUTS
+    | g::CLONE_NEWIPC
+    | g::CLONE_NEWUSER
+    | g::CLONE_NEWPID
+    | g::CLONE_NEWNET
+    | g::CLONE_NEWCGROUP) as u64
+    | g::CLONE_NEWTIME as u64;
+
+/// Flags whose meaning is carried out; others are refused.
+const SUPPORTED_FLAGS: u64 = (g::CLONE_VM
+    | g::CLONE_FS
+    | g::CLONE_FILES
+    | g::CLONE_SIGHAND
+    | g::CLONE_THREAD
+    | g::CLONE_SYSVSEM
+    | g::CLONE_SETTLS
+    | g::CLONE_PARENT_SETTID
+    | g::CLONE_CHILD_CLEARTID
+    | g::CLONE_CHILD_SETTID
+    | g::CLONE_VFORK
+    | g::CLONE_PARENT
+    | g::CLONE_DETACHED
+    | g::CLONE_UNTRACED
+    | g::CLONE_IO) as u64
+    | g::CLONE_CLEAR_SIGHAND;
+
+/// Creates a task as `args` says; returns its thread id (the new pid for
+/// a process).
+pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
+    let f = args.flags;
+    let has = |bit: u32| f & bit as u64 != 0;
+    if f & NAMESPACE_FLAGS != 0 {
+        return Err(Errno::EPERM);
+    }
+    if f & !SUPPORTED_FLAGS != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if (has(g::CLONE_THREAD) && !has(g::CLONE_SIGHAND))
+        || (has(g::CLONE_SIGHAND) && !has(g::CLONE_VM))
+        || (f & g::CLONE_CLEAR_SIGHAND != 0 && has(g::CLONE_SIGHAND))
+        || (has(g::CLONE_THREAD) && args.exit_signal != 0)
+        || args.exit_signal > 64
+    {
+        return Err(Errno::EINVAL);
+    }
+    if parent.tg.tgid == super::exit::INIT_PID && has(g::CLONE_PARENT) {
+        return Err(Errno::EINVAL);
+    }
+    let kernel = parent.kernel.clone();
+    let ctx = kernel.platform.new_context().map_err(|_| Errno::EAGAIN)?;
+    let mm = if has(g::CLONE_VM) {
+        parent.mm.clone()
+    } else {
+        let space = kernel.platform.new_address_space().map_err(|_| Errno::ENOMEM)?;
+        Arc::new(parent.mm.fork(space).map_err(|_| Errno::ENOMEM)?)
+    };
+    let fs = if has(g::CLONE_FS) { parent.fs.clone() } else { Arc::new(Mutex::new(parent.fs_context())) };
+    let files = if has(g::CLONE_FILES) { parent.files.clone() } else { Arc::new(parent.files.fork()) };
+    let tid = kernel.allocate_tid();
+    let tg = if has(g::CLONE_THREAD) {
+        parent.tg.clone()
+    } else {
+        let handlers = if has(g::CLONE_SIGHAND) {
+            parent.tg.handlers()
+        } else {
+            let mut h = parent.tg.handlers().lock().unwrap().clone();
+            if f & g::CLONE_CLEAR_SIGHAND != 0 {
+                h.reset_for_exec();
+            }
+            Arc::new(Mutex::new(h))
+        };
+        let tg = ThreadGroup::new(tid, handlers, args.exit_signal);
+        *tg.info.lock().unwrap() = parent.tg.info.lock().unwrap().clone();
+        *tg.rlimits.lock().unwrap() = parent.tg.rlimits.lock().unwrap().clone();
+        *tg.view.lock().unwrap() = Some(ProcessView { mm: mm.clone(), fs: fs.clone(), files: files.clone() });
+        tg
+    };
+    let mask = parent.signal_mask();
+    let shared = TaskShared::new(tid, tg.clone(), mask);
+
+    let mut regs = parent.regs;
+    regs.rax = 0;
+    if args.stack != 0 {
+        regs.rsp = args.stack;
+    }
+    if has(g::CLONE_SETTLS) {
+        regs.fs_base = args.tls;
+    }
+    let mut ctx = ctx;
+    let fp = parent.ctx.fp_state().map_err(|_| Errno::EAGAIN)?;
+    ctx.set_fp_state(&fp).map_err(|_| Errno::EAGAIN)?;
+
+    if has(g::CLONE_PARENT_SETTID) {
+        parent.mm.write(args.parent_tid, &(tid as u32)).map_err(|_| Errno::EFAULT)?;
+    }
+    if has(g::CLONE_CHILD_SETTID) {
+        mm.write(args.child_tid, &(tid as u32)).map_err(|_| Errno::EFAULT)?;
+    }
+    let vfork = has(g::CLONE_VFORK).then(|| Arc::new(VforkDone::default()));
+    // A thread sharing the address space starts without the alternate
+    // stack, which belongs to the thread that set it up.
+    let altstack = if has(g::CLONE_VM) && !has(g::CLONE_VFORK) { (0, 0, g::SS_DISABLE) } else { parent.altstack };
+    let child = Task {
+        kernel: kernel.clone(),
+        shared: shared.clone(),
+        tg: tg.clone(),
+        mm,
+        fs,
+        files,
+        regs,
+        ctx,
+        altstack,
+        clear_child_tid: if has(g::CLONE_CHILD_CLEARTID) { args.child_tid } else { 0 },
+        robust_list: (0, 0),
+        restart: None,
+        restart_block: None,
+        vfork_done: vfork.clone(),
+        exit_code: None,
+        last_trap: (0, 0, 0),
+    };
+
+    {
+        let mut tree = kernel.procs.lock().unwrap();
+        if !has(g::CLONE_THREAD) {
+            let me = parent.tg.tgid;
+            let parent_pid = if has(g::CLONE_PARENT) { tree.parent_of(me) } else { Some(me) };
+            let pgid = tree.pgid_of(me).unwrap_or(me);
+            let sid = tree.sid_of(me).unwrap_or(me);
+            tree.add_process(&tg, parent_pid, pgid, sid);
+        }
+        tg.threads.lock().unwrap().push(shared.clone());
+        tree.add_thread(&shared);
+    }
+    kernel.spawn_task_thread(tid, move || run_task(child));
+    if let Some(v) = vfork {
+        v.wait();
+    }
+    Ok(tid)
+}
+
+impl MemoryManager {
+    /// True if `self` and `other` are the same address space.
+    pub fn same(a: &Arc<MemoryManager>, b: &Arc<MemoryManager>) -> bool {
+        Arc::ptr_eq(a, b)
+    }
+}

@@ -1,0 +1,163 @@
+//! How threads and processes end: CLEARTID and robust futexes, zombies,
+//! reparenting to the first process, and the parent's notification.
+
+use std::sync::Arc;
+
+use linux_raw_sys::general as g;
+
+use super::signals::{group_exit, notify_parent};
+use super::{ExitStatus, Task, ThreadGroup};
+use crate::kernel::Kernel;
+use crate::signal::{SigInfo, flags};
+
+/// How a task leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitKind {
+    /// exit(2): this thread only; the process ends with `code` if it was
+    /// the last.
+    Thread(u8),
+    /// exit_group(2) or a fatal signal: every thread.
+    Group(ExitStatus),
+}
+
+/// The pid of the sandbox's first process, which inherits orphans.
+pub const INIT_PID: i32 = 1;
+
+/// Most entries of a robust-futex list walked at exit (Linux's limit).
+const ROBUST_LIST_LIMIT: usize = 2048;
+const FUTEX_OWNER_DIED: u32 = 0x4000_0000;
+const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
+const FUTEX_WAITERS: u32 = 0x8000_0000;
+
+impl Task {
+    /// Asks this task to leave as `kind` says; it stops at its next chance.
+    pub fn request_exit(&mut self, kind: ExitKind) {
+        match kind {
+            ExitKind::Thread(code) => {
+                self.exit_code = Some(code);
+                self.shared.kill();
+            }
+            ExitKind::Group(status) => group_exit(&self.tg, status),
+        }
+    }
+
+    /// Marks futexes the thread holds on its robust list as abandoned and
+    /// wakes a waiter of each.
+    fn release_robust_futexes(&self) {
+        let (head, len) = self.robust_list;
+        if head == 0 || len != 24 {
+            return;
+        }
+        let read = |a: u64| self.mm.read::<u64>(a).ok();
+        let Some(offset) = read(head + 8).map(|o| o as i64) else { return };
+        let pending = read(head + 16).unwrap_or(0);
+        let mut entry = read(head).unwrap_or(head);
+        let tid = self.tid() as u32;
+        let handle = |e: u64| {
+            let uaddr = (e as i64).wrapping_add(offset) as u64;
+            if let Ok(v) = self.mm.read::<u32>(uaddr)
+                && v & FUTEX_TID_MASK == tid
+            {
+                let new = (v & FUTEX_WAITERS) | FUTEX_OWNER_DIED;
+                if self.mm.write(uaddr, &new).is_ok() {
+                    self.kernel.futexes.wake(&self.mm, uaddr, false, 1, u32::MAX);
+                }
+            }
+        };
+        let mut n = 0;
+        while entry != head && entry != 0 && n < ROBUST_LIST_LIMIT {
+            let next = read(entry).unwrap_or(head);
+            if entry != pending {
+                handle(entry);
+            }
+            entry = next;
+            n += 1;
+        }
+        if pending != 0 {
+            handle(pending);
+        }
+    }
+}
+
+/// Tears a task down after its run loop ended.
+pub fn exit_thread(mut task: Task) {
+    let kernel = task.kernel.clone();
+    let tg = task.tg.clone();
+    if let Some(v) = task.vfork_done.take() {
+        v.release();
+    }
+    if task.clear_child_tid != 0 {
+        let addr = task.clear_child_tid;
+        if task.mm.write(addr, &0u32).is_ok() {
+            kernel.futexes.wake(&task.mm, addr, false, 1, u32::MAX);
+        }
+    }
+    task.release_robust_futexes();
+    let cpu = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    let cpu_ns = cpu.tv_sec as u64 * 1_000_000_000 + cpu.tv_nsec as u64;
+    task.shared.cpu_ns.store(cpu_ns, std::sync::atomic::Ordering::Relaxed);
+    let tid = task.tid();
+    let last = {
+        let mut threads = tg.threads.lock().unwrap();
+        threads.retain(|t| !Arc::ptr_eq(t, &task.shared));
+        threads.is_empty()
+    };
+    kernel.procs.lock().unwrap().remove_thread(tid);
+    {
+        let mut st = tg.state.lock().unwrap();
+        st.dead_threads_ns += cpu_ns;
+        if last && st.exit.is_none() {
+            st.exit = Some(ExitStatus::Exited(task.exit_code.unwrap_or(0)));
+        }
+    }
+    tg.thread_events.notify_all();
+    // Release the vCPU and the process's resources with the last reference.
+    drop(task);
+    if last {
+        exit_process(&kernel, &tg);
+    }
+}
+
+/// The last thread of `tg` is gone: make it a zombie (or reap it at once),
+/// hand its children to the first process and tell its parent.
+fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
+    *tg.view.lock().unwrap() = None;
+    kernel.timers.cancel_process(tg.tgid);
+    let status = tg.state.lock().unwrap().exit.expect("set by the last thread");
+    let (orphans, parent) = {
+        let mut tree = kernel.procs.lock().unwrap();
+        let orphans = if tg.tgid == INIT_PID { Vec::new() } else { tree.reparent_children(tg.tgid, INIT_PID) };
+        let orphans: Vec<Arc<ThreadGroup>> = orphans.iter().filter_map(|p| tree.group(*p)).collect();
+        let parent = tree.parent_of(tg.tgid).and_then(|p| tree.group(p));
+        (orphans, parent)
+    };
+    // Children that asked for a signal when their parent dies get it.
+    for o in &orphans {
+        let sig = o.state.lock().unwrap().pdeath_signal;
+        if sig != 0 {
+            super::send_to_group(kernel, o, SigInfo::kernel(sig));
+        }
+    }
+    if let Some(init) = kernel.procs.lock().unwrap().group(INIT_PID)
+        && orphans.iter().any(|o| o.state.lock().unwrap().zombie)
+    {
+        init.child_events.notify_all();
+    }
+    let autoreap = parent.as_ref().is_some_and(|p| {
+        let h = p.handlers();
+        let a = h.lock().unwrap().get(g::SIGCHLD);
+        a.handler == crate::signal::SIG_IGN || a.flags & flags::SA_NOCLDWAIT != 0
+    });
+    tg.state.lock().unwrap().zombie = true;
+    let (code, st) = status.child_code();
+    notify_parent(kernel, tg, code, st);
+    if autoreap {
+        kernel.procs.lock().unwrap().remove_process(tg.tgid);
+        if let Some(p) = &parent {
+            p.child_events.notify_all();
+        }
+    }
+    if tg.tgid == INIT_PID {
+        kernel.init_exited(status);
+    }
+}

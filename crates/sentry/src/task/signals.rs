@@ -1,0 +1,368 @@
+//! Sending signals, and delivering them when a task returns to application
+//! code: default actions, job-control stops, handler frames and the restart
+//! of interrupted system calls.
+
+use std::sync::Arc;
+
+use linux_raw_sys::general as g;
+use platform::FpState;
+
+use super::{ExitStatus, Task, TaskShared, ThreadGroup};
+use crate::arch::signal::{FrameSpec, build_frame, restore_frame};
+use crate::errno::Errno;
+use crate::kernel::Kernel;
+use crate::signal::{
+    DefaultAction, SIG_DFL, SIG_IGN, STOP_SIGNALS, SigAction, SigFields, SigInfo, SigSet, default_action, flags,
+};
+
+/// Why a signal frame could not be built or restored; the task then gets
+/// SIGSEGV, as on Linux.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("signal frame memory: {0}")]
+    Memory(#[from] crate::mm::MmError),
+    #[error("floating-point state: {0}")]
+    Cpu(#[from] platform::PlatformError),
+    #[error("handler without SA_RESTORER")]
+    NoRestorer,
+    #[error("alternate signal stack overflow")]
+    StackOverflow,
+}
+
+/// `restart_syscall`.
+const NR_RESTART_SYSCALL: u64 = 219;
+
+/// Ends every thread of a process with `status` (the first exit wins).
+pub fn group_exit(tg: &ThreadGroup, status: ExitStatus) {
+    {
+        let mut st = tg.state.lock().unwrap();
+        if st.exit.is_none() {
+            st.exit = Some(status);
+        }
+    }
+    for t in tg.threads.lock().unwrap().iter() {
+        t.kill();
+    }
+    tg.thread_events.notify_all();
+}
+
+/// Tells a process's parent that it exited, stopped or continued: the
+/// signal (unless the parent asked not to get it) and a wake-up of waits.
+pub fn notify_parent(kernel: &Kernel, child: &ThreadGroup, code: i32, status: i32) {
+    let parent = {
+        let tree = kernel.procs.lock().unwrap();
+        tree.parent_of(child.tgid).and_then(|p| tree.group(p))
+    };
+    let Some(parent) = parent else { return };
+    let exiting = code != g::CLD_STOPPED as i32 && code != g::CLD_CONTINUED as i32;
+    let signo = if exiting { child.state.lock().unwrap().exit_signal } else { g::SIGCHLD };
+    if signo != 0 {
+        let act = parent.handlers().lock().unwrap().get(g::SIGCHLD);
+        let muted = !exiting && signo == g::SIGCHLD && act.flags & flags::SA_NOCLDSTOP != 0;
+        if !muted {
+            let info = SigInfo {
+                signo,
+                errno: 0,
+                code,
+                fields: SigFields::Child {
+                    pid: child.tgid,
+                    uid: rustix::process::getuid().as_raw(),
+                    status,
+                    utime: 0,
+                    stime: 0,
+                },
+            };
+            send_to_group(kernel, &parent, info);
+        }
+    }
+    parent.child_events.notify_all();
+}
+
+/// What every signal does at the moment it is sent, whatever the target
+/// does later: SIGKILL kills, SIGCONT continues, stop signals cancel a
+/// pending SIGCONT. Returns false if the signal needs no queueing.
+fn on_send(kernel: &Kernel, tg: &Arc<ThreadGroup>, sig: u32) -> bool {
+    if sig == g::SIGKILL {
+        group_exit(tg, ExitStatus::Signaled { signal: g::SIGKILL, core: false });
+        return false;
+    }
+    if STOP_SIGNALS.contains(sig) {
+        let cont = SigSet::of(g::SIGCONT);
+        tg.shared_pending.lock().unwrap().discard(cont);
+        for t in tg.threads.lock().unwrap().iter() {
+            t.sig.lock().unwrap().pending.discard(cont);
+        }
+    }
+    if sig == g::SIGCONT {
+        tg.shared_pending.lock().unwrap().discard(STOP_SIGNALS);
+        for t in tg.threads.lock().unwrap().iter() {
+            t.sig.lock().unwrap().pending.discard(STOP_SIGNALS);
+        }
+        let was_stopped = {
+            let mut st = tg.state.lock().unwrap();
+            let was = st.stopped.take().is_some();
+            if was {
+                st.stop_unreported = false;
+                st.continue_unreported = true;
+            }
+            was
+        };
+        if was_stopped {
+            tg.thread_events.notify_all();
+            for t in tg.threads.lock().unwrap().iter() {
+                t.waiter.wake();
+            }
+            notify_parent(kernel, tg, g::CLD_CONTINUED as i32, g::SIGCONT as i32);
+        }
+    }
+    true
+}
+
+/// True if the signal would be thrown away on arrival: ignored and not
+/// blocked by `mask`.
+fn discarded(tg: &ThreadGroup, sig: u32, mask: SigSet) -> bool {
+    !mask.contains(sig) && tg.handlers().lock().unwrap().ignores(sig)
+}
+
+/// Sends a signal to a process: any thread not blocking it may take it.
+pub fn send_to_group(kernel: &Kernel, tg: &Arc<ThreadGroup>, info: SigInfo) {
+    let sig = info.signo;
+    if !on_send(kernel, tg, sig) {
+        return;
+    }
+    let threads: Vec<Arc<TaskShared>> = tg.threads.lock().unwrap().clone();
+    let masks: Vec<SigSet> = threads.iter().map(|t| t.sig.lock().unwrap().mask).collect();
+    let all_block = !masks.is_empty() && masks.iter().all(|m| m.contains(sig));
+    let mask = if all_block { SigSet::of(sig) } else { SigSet::EMPTY };
+    if discarded(tg, sig, mask) {
+        return;
+    }
+    tg.shared_pending.lock().unwrap().enqueue(info);
+    // Wake the first thread that can take it; prefer the main thread.
+    let main = threads.iter().position(|t| t.tid() == tg.tgid);
+    let order = main.into_iter().chain(0..threads.len());
+    for i in order {
+        if !masks[i].contains(sig) {
+            threads[i].notify();
+            return;
+        }
+    }
+}
+
+/// Sends a signal to one thread.
+pub fn send_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) {
+    let sig = info.signo;
+    if !on_send(kernel, &t.tg, sig) {
+        return;
+    }
+    let mask = t.sig.lock().unwrap().mask;
+    if discarded(&t.tg, sig, mask) {
+        return;
+    }
+    t.sig.lock().unwrap().pending.enqueue(info);
+    if !mask.contains(sig) {
+        t.notify();
+    }
+}
+
+impl Task {
+    /// A signal the task raised itself (SIGPIPE from a write, raise()).
+    pub fn signal_self(&mut self, sig: u32) {
+        let info = SigInfo::user(sig, crate::signal::code::SI_USER, self.tg.tgid);
+        send_to_thread(&self.kernel, &self.shared.clone(), info);
+    }
+
+    /// A signal caused by the instruction that just ran (a fault). It
+    /// cannot be ignored or blocked: if it is, the default action applies.
+    pub fn force_signal(&mut self, info: SigInfo, trap: (u64, u64, u64)) {
+        let sig = info.signo;
+        let handlers = self.tg.handlers();
+        let mut h = handlers.lock().unwrap();
+        let mut s = self.shared.sig.lock().unwrap();
+        if h.get(sig).handler == SIG_IGN || s.mask.contains(sig) {
+            h.set(sig, SigAction::default());
+            s.mask.remove(sig);
+        }
+        s.pending.enqueue(info);
+        self.last_trap = trap;
+    }
+
+    /// Takes the next deliverable signal: the thread's own first.
+    fn dequeue_signal(&self) -> Option<SigInfo> {
+        let mut s = self.shared.sig.lock().unwrap();
+        let allowed = SigSet(!s.mask.0);
+        if let Some(i) = s.pending.dequeue(allowed) {
+            return Some(i);
+        }
+        self.tg.shared_pending.lock().unwrap().dequeue(allowed)
+    }
+
+    /// Stops with the process until SIGCONT or death.
+    fn stop_wait(&self) {
+        let task = &self.shared;
+        let _r = self.tg.thread_events.register(&task.waiter);
+        loop {
+            if task.is_killed() || !self.tg.state.lock().unwrap().stop_pending() {
+                return;
+            }
+            task.waiter.sleep(None);
+        }
+    }
+
+    /// A stop signal with its default action: the whole process stops.
+    fn group_stop(&self, sig: u32) {
+        {
+            let mut st = self.tg.state.lock().unwrap();
+            if st.exit.is_some() {
+                return;
+            }
+            st.stopped = Some(sig);
+            st.stop_unreported = true;
+            st.continue_unreported = false;
+        }
+        for t in self.tg.threads.lock().unwrap().iter() {
+            t.notify();
+        }
+        notify_parent(&self.kernel, &self.tg, g::CLD_STOPPED as i32, sig as i32);
+    }
+
+    /// Decides what becomes of an interrupted system call now that a
+    /// handler (`Some`) runs or none does (`None`).
+    fn apply_restart(&mut self, handler: Option<&SigAction>) {
+        let Some((err, nr)) = self.restart.take() else { return };
+        let rewind = |t: &mut Task, rax: u64| {
+            t.regs.rax = rax;
+            t.regs.rip -= crate::arch::SYSCALL_INSN_LEN;
+        };
+        match (err, handler) {
+            (Errno::ERESTART_RESTARTBLOCK, None) => rewind(self, NR_RESTART_SYSCALL),
+            (_, None) => rewind(self, nr),
+            (Errno::ERESTARTNOINTR, Some(_)) => rewind(self, nr),
+            (Errno::ERESTARTSYS, Some(a)) if a.flags & flags::SA_RESTART != 0 => rewind(self, nr),
+            (_, Some(_)) => self.regs.rax = Errno::EINTR.as_return(),
+        }
+    }
+
+    /// Delivers pending signals before returning to application code.
+    pub fn handle_signals(&mut self) {
+        loop {
+            if self.shared.is_killed() {
+                return;
+            }
+            if self.tg.state.lock().unwrap().stop_pending() {
+                self.stop_wait();
+                continue;
+            }
+            let Some(info) = self.dequeue_signal() else { break };
+            let sig = info.signo;
+            let handlers = self.tg.handlers();
+            let act = handlers.lock().unwrap().get(sig);
+            if act.handler == SIG_IGN && sig != g::SIGKILL && sig != g::SIGSTOP {
+                continue;
+            }
+            if act.handler == SIG_DFL || sig == g::SIGKILL || sig == g::SIGSTOP {
+                match default_action(sig) {
+                    DefaultAction::Ignore | DefaultAction::Continue => continue,
+                    DefaultAction::Stop => {
+                        self.group_stop(sig);
+                        continue;
+                    }
+                    DefaultAction::Terminate | DefaultAction::CoreDump => {
+                        group_exit(&self.tg, ExitStatus::Signaled { signal: sig, core: false });
+                        return;
+                    }
+                }
+            }
+            self.apply_restart(Some(&act));
+            if self.deliver_to_handler(&info, &act).is_err() {
+                group_exit(&self.tg, ExitStatus::Signaled { signal: g::SIGSEGV, core: false });
+                return;
+            }
+            if act.flags & flags::SA_RESETHAND != 0 {
+                handlers.lock().unwrap().set(sig, SigAction::default());
+            }
+        }
+        self.apply_restart(None);
+        let mut s = self.shared.sig.lock().unwrap();
+        if let Some(m) = s.saved_mask.take() {
+            s.mask = m;
+        }
+    }
+
+    /// Builds the frame of a handler and points the registers at it.
+    fn deliver_to_handler(&mut self, info: &SigInfo, act: &SigAction) -> Result<(), FrameError> {
+        if act.flags & flags::SA_RESTORER == 0 {
+            // x86_64 has no kernel-provided return trampoline.
+            return Err(FrameError::NoRestorer);
+        }
+        let fp = self.ctx.fp_state()?;
+        let (base, size, ss_flags) = self.altstack;
+        let enabled = ss_flags & g::SS_DISABLE == 0 && size > 0;
+        let on_alt = enabled && self.regs.rsp > base && self.regs.rsp <= base + size;
+        let use_alt = act.flags & flags::SA_ONSTACK != 0 && enabled && !on_alt;
+        let shown_flags = if on_alt {
+            g::SS_ONSTACK
+        } else if enabled {
+            ss_flags & g::SS_AUTODISARM
+        } else {
+            g::SS_DISABLE
+        };
+        let (mask_before, frame_mask) = {
+            let mut s = self.shared.sig.lock().unwrap();
+            let frame_mask = s.saved_mask.take().unwrap_or(s.mask);
+            (s.mask, frame_mask)
+        };
+        let spec = FrameSpec {
+            regs: &self.regs,
+            fp: &fp,
+            info,
+            mask: frame_mask,
+            restorer: act.restorer,
+            stack_top: use_alt.then_some(base + size),
+            altstack: (base, shown_flags, size),
+            trap: std::mem::take(&mut self.last_trap),
+        };
+        let placed = build_frame(&self.mm, &spec)?;
+        if use_alt && placed.sp < base {
+            return Err(FrameError::StackOverflow);
+        }
+        if use_alt && ss_flags & g::SS_AUTODISARM != 0 {
+            self.altstack = (0, 0, g::SS_DISABLE);
+        }
+        self.regs.rip = act.handler;
+        self.regs.rsp = placed.sp;
+        self.regs.rdi = info.signo as u64;
+        self.regs.rsi = placed.info;
+        self.regs.rdx = placed.ucontext;
+        self.regs.rax = 0;
+        // DF, TF and RF are clear on handler entry; the FPU starts fresh.
+        self.regs.rflags &= !(0x400 | 0x100 | 0x1_0000);
+        self.ctx.set_fp_state(&FpState::default())?;
+        let mut new_mask = mask_before.union(act.mask);
+        if act.flags & flags::SA_NODEFER == 0 {
+            new_mask.add(info.signo);
+        }
+        self.set_signal_mask(new_mask);
+        Ok(())
+    }
+
+    /// rt_sigreturn: restores what the frame at the stack pointer saved.
+    pub fn sigreturn(&mut self) -> Result<(), FrameError> {
+        let r = restore_frame(&self.mm, self.regs.rsp, &self.regs)?;
+        self.regs = r.regs;
+        self.set_signal_mask(r.mask);
+        self.ctx.set_fp_state(&r.fp)?;
+        let (sp, fl, size) = r.altstack;
+        let on_alt = self.altstack.2 & g::SS_DISABLE == 0
+            && self.regs.rsp > self.altstack.0
+            && self.regs.rsp <= self.altstack.0 + self.altstack.1;
+        if !on_alt {
+            if fl & g::SS_DISABLE != 0 || size == 0 {
+                self.altstack = (0, 0, g::SS_DISABLE);
+            } else {
+                self.altstack = (sp, size, fl & g::SS_AUTODISARM);
+            }
+        }
+        Ok(())
+    }
+}

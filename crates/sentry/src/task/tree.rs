@@ -1,0 +1,129 @@
+//! The process tree: which processes and threads exist, who is whose parent,
+//! process groups and sessions. One lock guards it all, as Linux's
+//! tasklist_lock does.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::{TaskShared, ThreadGroup};
+
+#[derive(Default)]
+pub struct ProcessTree {
+    groups: BTreeMap<i32, Arc<ThreadGroup>>,
+    threads: HashMap<i32, Arc<TaskShared>>,
+    parent: HashMap<i32, i32>,
+    children: HashMap<i32, BTreeSet<i32>>,
+    pgid: HashMap<i32, i32>,
+    sid: HashMap<i32, i32>,
+}
+
+impl ProcessTree {
+    /// Adds a process with its parent (None for the first), group and session.
+    pub fn add_process(&mut self, tg: &Arc<ThreadGroup>, parent: Option<i32>, pgid: i32, sid: i32) {
+        let pid = tg.tgid;
+        self.groups.insert(pid, tg.clone());
+        if let Some(p) = parent {
+            self.parent.insert(pid, p);
+            self.children.entry(p).or_default().insert(pid);
+        }
+        self.pgid.insert(pid, pgid);
+        self.sid.insert(pid, sid);
+    }
+
+    pub fn add_thread(&mut self, t: &Arc<TaskShared>) {
+        self.threads.insert(t.tid(), t.clone());
+    }
+
+    pub fn remove_thread(&mut self, tid: i32) {
+        self.threads.remove(&tid);
+    }
+
+    /// A thread's id changed (execve by a non-leader takes the leader's id).
+    pub fn rename_thread(&mut self, old: i32, new: i32) {
+        if let Some(t) = self.threads.remove(&old) {
+            self.threads.insert(new, t);
+        }
+    }
+
+    pub fn group(&self, pid: i32) -> Option<Arc<ThreadGroup>> {
+        self.groups.get(&pid).cloned()
+    }
+
+    pub fn thread(&self, tid: i32) -> Option<Arc<TaskShared>> {
+        self.threads.get(&tid).cloned()
+    }
+
+    pub fn parent_of(&self, pid: i32) -> Option<i32> {
+        self.parent.get(&pid).copied()
+    }
+
+    pub fn children_of(&self, pid: i32) -> Vec<i32> {
+        self.children.get(&pid).map(|c| c.iter().copied().collect()).unwrap_or_default()
+    }
+
+    pub fn pgid_of(&self, pid: i32) -> Option<i32> {
+        self.pgid.get(&pid).copied()
+    }
+
+    pub fn sid_of(&self, pid: i32) -> Option<i32> {
+        self.sid.get(&pid).copied()
+    }
+
+    pub fn set_pgid(&mut self, pid: i32, pgid: i32) {
+        self.pgid.insert(pid, pgid);
+    }
+
+    pub fn set_sid(&mut self, pid: i32, sid: i32) {
+        self.sid.insert(pid, sid);
+    }
+
+    /// True if some process belongs to process group `pgid`.
+    pub fn group_exists(&self, pgid: i32) -> bool {
+        self.pgid.values().any(|g| *g == pgid)
+    }
+
+    /// Moves every child of `from` to `to`; returns the moved ones.
+    pub fn reparent_children(&mut self, from: i32, to: i32) -> Vec<i32> {
+        let kids: Vec<i32> = self.children.remove(&from).map(|c| c.into_iter().collect()).unwrap_or_default();
+        for k in &kids {
+            self.parent.insert(*k, to);
+            self.children.entry(to).or_default().insert(*k);
+        }
+        kids
+    }
+
+    /// Forgets a reaped process.
+    pub fn remove_process(&mut self, pid: i32) {
+        self.groups.remove(&pid);
+        if let Some(p) = self.parent.remove(&pid)
+            && let Some(c) = self.children.get_mut(&p)
+        {
+            c.remove(&pid);
+        }
+        self.pgid.remove(&pid);
+        self.sid.remove(&pid);
+    }
+
+    /// Processes of a process group.
+    pub fn members_of(&self, pgid: i32) -> Vec<Arc<ThreadGroup>> {
+        self.pgid.iter().filter(|(_, g)| **g == pgid).filter_map(|(p, _)| self.groups.get(p).cloned()).collect()
+    }
+
+    /// Every process, zombies included, in pid order.
+    pub fn processes(&self) -> Vec<Arc<ThreadGroup>> {
+        self.groups.values().cloned().collect()
+    }
+
+    pub fn pids(&self) -> Vec<i32> {
+        self.groups.keys().copied().collect()
+    }
+
+    /// Live threads.
+    pub fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    pub fn threads(&self) -> Vec<Arc<TaskShared>> {
+        self.threads.values().cloned().collect()
+    }
+}

@@ -1,0 +1,133 @@
+//! wait4 and waitid: a process collecting the state changes of its children.
+
+use linux_raw_sys::general as g;
+
+use super::block::{BlockError, block_on};
+use super::{Task, ThreadGroup};
+use crate::errno::Errno;
+
+/// Which children a wait is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    Pid(i32),
+    Pgid(i32),
+    Any,
+}
+
+/// What a wait reports and how it waits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitOptions {
+    pub exited: bool,
+    pub stopped: bool,
+    pub continued: bool,
+    pub nohang: bool,
+    /// Report without reaping.
+    pub nowait: bool,
+    /// __WALL / __WCLONE: which children by their exit signal.
+    pub all: bool,
+    pub clone_only: bool,
+}
+
+/// A reported change.
+#[derive(Clone, Copy, Debug)]
+pub struct WaitOutcome {
+    pub pid: i32,
+    /// The wait(2) status word.
+    pub status: i32,
+    /// CLD_* and si_status, as waitid reports them.
+    pub code: i32,
+    pub si_status: i32,
+    /// CPU time of the child (reaped exits only).
+    pub cpu_ns: u64,
+}
+
+fn eligible(child: &ThreadGroup, opts: &WaitOptions) -> bool {
+    if opts.all {
+        return true;
+    }
+    let clone_child = child.state.lock().unwrap().exit_signal != g::SIGCHLD;
+    clone_child == opts.clone_only
+}
+
+/// Checks one child for something to report; reaps it if asked.
+fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOutcome> {
+    let mut st = child.state.lock().unwrap();
+    if st.zombie && opts.exited {
+        let status = st.exit.expect("zombies have a status");
+        let (code, si_status) = status.child_code();
+        let cpu_ns = st.dead_threads_ns + st.children_ns;
+        let out = WaitOutcome { pid: child.tgid, status: status.wait_status(), code, si_status, cpu_ns };
+        drop(st);
+        if !opts.nowait {
+            task.kernel.procs.lock().unwrap().remove_process(child.tgid);
+            task.tg.state.lock().unwrap().children_ns += cpu_ns;
+        }
+        return Some(out);
+    }
+    if opts.stopped
+        && st.stop_unreported
+        && let Some(sig) = st.stopped
+    {
+        if !opts.nowait {
+            st.stop_unreported = false;
+        }
+        let status = ((sig as i32) << 8) | 0x7f;
+        return Some(WaitOutcome {
+            pid: child.tgid,
+            status,
+            code: g::CLD_STOPPED as i32,
+            si_status: sig as i32,
+            cpu_ns: 0,
+        });
+    }
+    if opts.continued && st.continue_unreported {
+        if !opts.nowait {
+            st.continue_unreported = false;
+        }
+        return Some(WaitOutcome {
+            pid: child.tgid,
+            status: 0xffff,
+            code: g::CLD_CONTINUED as i32,
+            si_status: g::SIGCONT as i32,
+            cpu_ns: 0,
+        });
+    }
+    None
+}
+
+/// Waits for a child of the calling process. `Ok(None)` is WNOHANG with
+/// nothing to report.
+pub fn wait_child(task: &Task, which: WaitFor, opts: WaitOptions) -> Result<Option<WaitOutcome>, Errno> {
+    let me = task.tg.tgid;
+    let poll = || -> Result<Option<WaitOutcome>, Errno> {
+        let candidates: Vec<std::sync::Arc<ThreadGroup>> = {
+            let tree = task.kernel.procs.lock().unwrap();
+            tree.children_of(me)
+                .into_iter()
+                .filter(|c| match which {
+                    WaitFor::Pid(p) => *c == p,
+                    WaitFor::Pgid(pg) => tree.pgid_of(*c) == Some(pg),
+                    WaitFor::Any => true,
+                })
+                .filter_map(|c| tree.group(c))
+                .filter(|c| eligible(c, &opts))
+                .collect()
+        };
+        if candidates.is_empty() {
+            return Err(Errno::ECHILD);
+        }
+        Ok(candidates.iter().find_map(|c| check(task, c, &opts)))
+    };
+    if opts.nohang {
+        return poll();
+    }
+    let r = block_on(&[&task.tg.child_events], None, || match poll() {
+        Ok(None) => None,
+        other => Some(other),
+    });
+    match r {
+        Ok(v) => v,
+        Err(BlockError::Interrupted) => Err(Errno::ERESTARTSYS),
+        Err(BlockError::TimedOut) => unreachable!("no deadline"),
+    }
+}
