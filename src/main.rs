@@ -43,6 +43,10 @@ struct RunArgs {
     /// Print each system call to stderr, as strace does.
     #[arg(long)]
     strace: bool,
+    /// At exit, print where time went and what the sandbox held to stderr;
+    /// with =FILE also write it to FILE as JSON (=json: JSON to stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
+    profile: Option<OsString>,
     /// Memory the sandbox may use, e.g. 4G or 512M (default: the host's RAM).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory: Option<u64>,
@@ -109,6 +113,7 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         cwd,
         strace: args.strace,
         memory: args.memory.unwrap_or_else(host_memory),
+        profile: args.profile.is_some(),
     })
 }
 
@@ -129,7 +134,19 @@ fn default_cwd(rootfs: &std::path::Path) -> Vec<u8> {
     }
 }
 
+/// Where the profile goes.
+enum ProfileOut {
+    Text,
+    Json,
+    TextAndFile(PathBuf),
+}
+
 fn run(args: RunArgs) -> Result<ExitCode> {
+    let profile = args.profile.as_ref().map(|p| match p.to_str() {
+        Some("-") => ProfileOut::Text,
+        Some("json") => ProfileOut::Json,
+        _ => ProfileOut::TextAndFile(PathBuf::from(p)),
+    });
     let config = build_config(args)?;
     let sandbox = match Sandbox::new(&config) {
         Ok(s) => s,
@@ -138,7 +155,19 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(e.exit_code() as u8));
         }
     };
-    let status = sandbox.run();
+    let outcome = sandbox.run();
+    let status = outcome.status;
+    if let (Some(out), Some(report)) = (profile, outcome.report) {
+        match out {
+            ProfileOut::Text => eprint!("{}", report.render()),
+            ProfileOut::Json => eprintln!("{}", serde_json::to_string_pretty(&report)?),
+            ProfileOut::TextAndFile(path) => {
+                eprint!("{}", report.render());
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+                    .with_context(|| format!("--profile {}", path.display()))?;
+            }
+        }
+    }
     if let ExitStatus::Signaled { signal, core } = status {
         // As a shell reports it; SIGINT and SIGPIPE pass silently.
         if signal != libc::SIGINT as u32 && signal != libc::SIGPIPE as u32 {

@@ -116,6 +116,9 @@ pub struct PlatformStats {
     pub global_flushes: u64,
     /// Per-frame translation invalidations (host calls).
     pub frame_invalidations: u64,
+    /// Frames the platform keeps for itself (entry code, descriptor tables,
+    /// per-vCPU stacks): constant for a given number of vCPUs.
+    pub supervisor_frames: u64,
 }
 
 /// A platform: a factory of address spaces and execution contexts.
@@ -128,6 +131,14 @@ pub trait Platform: Send + Sync {
     fn new_context(&self) -> Result<Box<dyn Context>, PlatformError>;
     /// Current counters.
     fn stats(&self) -> PlatformStats;
+    /// Exits counted by every context, finished or running.
+    fn exit_counts(&self) -> ExitCounts;
+    /// Starts measuring time in and around the guest (for `--profile`);
+    /// without it no clock is read on the exit path.
+    fn enable_timing(&self);
+    /// Gives back memory held only as a cache (page-table frames waiting
+    /// for reuse), so that what remains in use is what is live.
+    fn release_cached(&self);
 }
 
 /// An address space as the platform sees it: which virtual pages map which
@@ -175,6 +186,8 @@ pub trait Context: Send {
 /// Exits from application code by reason, counted by one context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExitCounts {
+    /// Entries into application code (KVM_RUN calls that ran the guest).
+    pub entries: u64,
     pub syscalls: u64,
     pub page_faults: u64,
     pub exceptions: u64,
@@ -185,4 +198,16 @@ pub struct ExitCounts {
     /// Time spent moving registers in and out, in nanoseconds, when timing is
     /// enabled.
     pub register_ns: u64,
+}
+
+impl ExitCounts {
+    pub fn add(&mut self, o: &ExitCounts) {
+        self.entries += o.entries;
+        self.syscalls += o.syscalls;
+        self.page_faults += o.page_faults;
+        self.exceptions += o.exceptions;
+        self.interrupts += o.interrupts;
+        self.guest_ns += o.guest_ns;
+        self.register_ns += o.register_ns;
+    }
 }

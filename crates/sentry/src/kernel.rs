@@ -159,5 +159,10 @@ impl Kernel {
             }
         }
         self.timers.stop();
+        // What remains cached is not in use by anyone: release it so the
+        // account of memory at exit shows only what is live.
+        self.root.inode.release_caches();
+        self.platform.release_cached();
+        self.mf.reclaim();
     }
 }

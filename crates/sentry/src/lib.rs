@@ -10,6 +10,7 @@ pub mod futex;
 pub mod kernel;
 pub mod loader;
 pub mod mm;
+pub mod profile;
 pub mod sandbox;
 pub mod signal;
 pub mod stats;

@@ -15,6 +15,7 @@ use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc
 use crate::kernel::{Kernel, KernelConfig};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
+use crate::profile::{Report, Resources};
 use crate::signal::{SigHandlers, SigInfo, SigSet, code};
 use crate::task::{ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task};
 
@@ -34,6 +35,8 @@ pub struct SandboxConfig {
     pub strace: bool,
     /// Bytes of memory the sandbox may use.
     pub memory: u64,
+    /// Measure where time goes and report it at exit.
+    pub profile: bool,
 }
 
 /// Why a sandbox could not run the program.
@@ -72,6 +75,15 @@ fn env_value<'a>(env: &'a [Vec<u8>], name: &[u8]) -> Option<&'a [u8]> {
 pub struct Sandbox {
     pub kernel: Arc<Kernel>,
     init: Task,
+    profile: bool,
+    resources_at_start: Resources,
+}
+
+/// How a sandbox run ended.
+pub struct Outcome {
+    pub status: ExitStatus,
+    /// The profile, when asked for.
+    pub report: Option<Report>,
 }
 
 fn host_fd_flags(fd: &OwnedFd) -> OpenFlags {
@@ -113,9 +125,13 @@ impl Sandbox {
         kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, dev::new_devfs()));
         let procfs = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
-
+        if config.profile {
+            kernel.stats.enable();
+            kernel.platform.enable_timing();
+        }
+        let resources_at_start = Resources::now(&kernel);
         let init = Self::first_task(&kernel, config)?;
-        Ok(Sandbox { kernel, init })
+        Ok(Sandbox { kernel, init, profile: config.profile, resources_at_start })
     }
 
     fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
@@ -220,14 +236,17 @@ impl Sandbox {
 
     /// Runs the program to completion: until the first process exits, when
     /// every other task is killed and every host thread joined.
-    pub fn run(self) -> ExitStatus {
-        let Sandbox { kernel, init } = self;
+    pub fn run(self) -> Outcome {
+        let Sandbox { kernel, init, profile, resources_at_start } = self;
+        let started = std::time::Instant::now();
         let forwarder = Forwarder::start(kernel.clone());
         kernel.spawn_task_thread(init.tid(), move || run_task(init));
         let status = kernel.wait_init();
         kernel.shutdown();
         forwarder.stop();
-        status
+        let report =
+            profile.then(|| Report::collect(&kernel, started.elapsed(), resources_at_start, Resources::now(&kernel)));
+        Outcome { status, report }
     }
 }
 
@@ -266,31 +285,41 @@ fn block_forwarded_signals() {
 }
 
 /// A host thread that takes signals sent to cordon and sends them to the
-/// sandbox's first process.
+/// sandbox's first process. It waits on a signalfd and an eventfd that
+/// stops it.
 struct Forwarder {
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    stop: OwnedFd,
     handle: std::thread::JoinHandle<()>,
 }
 
 impl Forwarder {
     fn start(kernel: Arc<Kernel>) -> Forwarder {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
+        use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
+        let stop = eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd");
+        let stop_wait = stop.try_clone().expect("dup eventfd");
+        let set = forwarded_set();
+        // SAFETY: creates a new signalfd for a valid, initialised set.
+        let sfd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
+        assert!(sfd >= 0, "signalfd: {}", std::io::Error::last_os_error());
+        // SAFETY: sfd is a fresh descriptor we own.
+        let sfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(sfd) };
         let handle = std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
-                let set = forwarded_set();
-                let timeout = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
-                while !flag.load(std::sync::atomic::Ordering::Acquire) {
-                    // SAFETY: waits for one of the blocked signals in `set`;
-                    // no siginfo is requested.
-                    let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
-                    if sig <= 0 {
+                loop {
+                    let mut fds = [PollFd::new(&sfd, PollFlags::IN), PollFd::new(&stop_wait, PollFlags::IN)];
+                    if poll(&mut fds, None).is_err() {
                         continue;
                     }
+                    if !fds[1].revents().is_empty() {
+                        return;
+                    }
+                    let mut info = [0u8; 128];
+                    let Ok(128) = rustix::io::read(&sfd, &mut info) else { continue };
+                    let sig = u32::from_le_bytes(info[0..4].try_into().unwrap());
                     let init = kernel.procs.lock().unwrap().group(INIT_PID);
                     if let Some(init) = init {
-                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig as u32, code::SI_USER, 0));
+                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0));
                     }
                 }
             })
@@ -299,7 +328,7 @@ impl Forwarder {
     }
 
     fn stop(self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let _ = rustix::io::write(&self.stop, &1u64.to_ne_bytes());
         let _ = self.handle.join();
     }
 }

@@ -109,14 +109,17 @@ impl AddressSpace for KvmAddressSpace {
 }
 
 impl Drop for KvmAddressSpace {
+    /// No vCPU runs a dropped address space again (every entry loads the
+    /// root of the space it is given), so translations of the frames it
+    /// mapped need no invalidation: frames still used elsewhere stay valid
+    /// there, freed ones are punched out before reuse, and the table frames
+    /// wait in quarantine for a global flush. Invalidating here would zap
+    /// shared frames (libraries) in every other address space.
     fn drop(&mut self) {
         let inner = self.inner.get_mut().unwrap();
-        let mut mapped = std::mem::take(&mut inner.stale);
+        let mut mapped = Vec::new();
         if let Some(t) = inner.tables.take() {
             t.destroy(&Tables(&self.shared), &mut mapped);
         }
-        self.shared.mem.reclaim();
-        mapped.retain(|f| self.shared.mem.ref_count(*f) > 0);
-        self.shared.guest.invalidate(&self.shared.vm, &mut mapped);
     }
 }

@@ -201,6 +201,7 @@ impl Vcpu {
     }
 
     fn run_once(&mut self) -> Result<Exit, PlatformError> {
+        self.counts.entries += 1;
         self.kick.tid.store(rustix::thread::gettid().as_raw_nonzero().get(), Ordering::Release);
         let r = self.fd.run();
         let exit = match r {

@@ -73,12 +73,27 @@ impl Shared {
         let mut q = self.quarantine.lock().unwrap();
         q.push(f);
         if q.len() >= QUARANTINE_FRAMES {
-            self.guest.global_flush(&self.vm);
-            for f in q.drain(..) {
-                self.mem.dec_ref(f);
-                self.table_frames.fetch_sub(1, Ordering::Relaxed);
-            }
+            self.flush_quarantine_locked(&mut q);
         }
+    }
+
+    fn flush_quarantine_locked(&self, q: &mut Vec<Frame>) {
+        if q.is_empty() {
+            return;
+        }
+        self.guest.global_flush(&self.vm);
+        for f in q.drain(..) {
+            self.mem.dec_ref(f);
+            self.table_frames.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Frees every quarantined page-table frame now.
+    fn flush_quarantine(&self) {
+        let mut q = self.quarantine.lock().unwrap();
+        self.flush_quarantine_locked(&mut q);
+        drop(q);
+        self.mem.reclaim();
     }
 
     fn create_vcpu(&self, lstar: u64) -> Result<Vcpu, PlatformError> {
@@ -124,16 +139,7 @@ impl Shared {
     }
 
     pub(crate) fn return_vcpu(&self, v: Vcpu) {
-        let c = v.counts();
-        {
-            let mut r = self.retired_counts.lock().unwrap();
-            r.syscalls += c.syscalls;
-            r.page_faults += c.page_faults;
-            r.exceptions += c.exceptions;
-            r.interrupts += c.interrupts;
-            r.guest_ns += c.guest_ns;
-            r.register_ns += c.register_ns;
-        }
+        self.retired_counts.lock().unwrap().add(&v.counts());
         self.vcpus_in_use.fetch_sub(1, Ordering::Relaxed);
         self.pool.lock().unwrap().push(v);
     }
@@ -224,16 +230,6 @@ impl KvmPlatform {
         Ok(KvmPlatform { shared })
     }
 
-    /// Turns on time measurement of exits for `--profile`.
-    pub fn enable_timing(&self) {
-        self.shared.timing.store(true, Ordering::Relaxed);
-    }
-
-    /// Exit counts of every context that has finished.
-    pub fn retired_exit_counts(&self) -> ExitCounts {
-        *self.shared.retired_counts.lock().unwrap()
-    }
-
     /// True if `syscall` stays at CPL 3 on this host (PVM).
     pub fn syscall_in_user_mode(&self) -> bool {
         self.shared.syscall_entry.get() == Some(&SyscallEntry::UserMode)
@@ -284,6 +280,21 @@ impl Platform for KvmPlatform {
             table_frames: s.table_frames.load(Ordering::Relaxed),
             global_flushes: s.guest.global_flushes.load(Ordering::Relaxed),
             frame_invalidations: s.guest.invalidations.load(Ordering::Relaxed),
+            supervisor_frames: s.supervisor.frames().len() as u64,
         }
+    }
+
+    fn exit_counts(&self) -> ExitCounts {
+        // Contexts running now report when they finish; the pool holds the
+        // finished ones.
+        *self.shared.retired_counts.lock().unwrap()
+    }
+
+    fn enable_timing(&self) {
+        self.shared.timing.store(true, Ordering::Relaxed);
+    }
+
+    fn release_cached(&self) {
+        self.shared.flush_quarantine();
     }
 }

@@ -237,6 +237,10 @@ impl Inode for HostInode {
         Ok(())
     }
 
+    fn release_caches(&self) {
+        self.fs.recent.lock().unwrap().clear();
+    }
+
     fn statfs(&self) -> Result<StatFs, FsError> {
         let s = rustix::fs::fstatfs(&self.fd)?;
         Ok(StatFs {
@@ -376,6 +380,12 @@ impl Mappable for PageCache {
 
     fn describe(&self) -> MapName {
         self.name.clone()
+    }
+
+    fn cached(&self, index: u64) -> Option<Frame> {
+        let f = *self.pages.lock().unwrap().get(&index)?;
+        self.mf.inc_ref(f);
+        Some(f)
     }
 }
 

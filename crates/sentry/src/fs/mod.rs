@@ -137,6 +137,11 @@ pub trait Mappable: Send + Sync {
     fn size(&self) -> u64;
     /// Name and identity for /proc.
     fn describe(&self) -> MapName;
+    /// Page `index` if it is already in memory (with a reference for the
+    /// caller); never reads the file.
+    fn cached(&self, _index: u64) -> Option<Frame> {
+        None
+    }
 }
 
 /// The type of a file.
@@ -400,6 +405,9 @@ pub trait Inode: Send + Sync + 'static {
     fn read_only(&self) -> bool {
         true
     }
+    /// Drops data the file system keeps only as a cache (for an exact
+    /// account of memory at the end of a sandbox).
+    fn release_caches(&self) {}
 }
 
 /// Classic owner/group/other permission check against the sandbox's

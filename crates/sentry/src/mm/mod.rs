@@ -42,6 +42,13 @@ const STACK_GUARD_GAP: u64 = 256 * PAGE;
 /// a few, so neighbours are mapped generously.
 const FAULT_AROUND_ANON: u64 = 16;
 const FAULT_AROUND_FILE: u64 = 64;
+/// A write fault in a private file mapping (a library's data and
+/// relocations) copies this many pages around it at once: relocation writes
+/// nearly all of them.
+const COW_AROUND: u64 = 16;
+/// Besides the window, a fault in a file mapping maps up to this many more
+/// of its pages that are already cached (no I/O, only table entries).
+const MAP_CACHED_MAX: u64 = 1024;
 
 /// Rounds down to a page boundary.
 pub const fn page_down(a: u64) -> u64 {
@@ -476,15 +483,16 @@ impl MemoryManager {
     // ---- faults ----
 
     /// Resolves a fault at `addr`: maps the page (and its neighbours) if the
-    /// VMAs allow `access`.
-    pub fn handle_fault(&self, addr: u64, access: Access) -> Result<(), MmError> {
+    /// VMAs allow `access`. Returns the number of pages newly backed.
+    pub fn handle_fault(&self, addr: u64, access: Access) -> Result<u64, MmError> {
         let mut st = self.lock();
+        let before = st.stats.fault_pages;
         let r = self.fault_locked(&mut st, addr, access);
         match r {
             Ok(()) => st.stats.faults_mapped += 1,
             Err(_) => st.stats.faults_signalled += 1,
         }
-        r
+        r.map(|()| st.stats.fault_pages - before)
     }
 
     fn fault_locked(&self, st: &mut State, addr: u64, access: Access) -> Result<(), MmError> {
@@ -507,7 +515,18 @@ impl MemoryManager {
         let ws = (page & !(window - 1)).max(vma.start);
         let we = ((page & !(window - 1)) + window).min(vma.end);
         let before = st.stats.fault_pages;
-        self.populate_vma(st, &vma, ws, we, if access.write { Some(page) } else { None }, Some(page))?;
+        let private_file = matches!(vma.backing, Backing::File { shared: false, .. });
+        if access.write && private_file {
+            let span = COW_AROUND * PAGE;
+            let cs = (page & !(span - 1)).max(vma.start);
+            let ce = ((page & !(span - 1)) + span).min(vma.end);
+            self.populate_vma(st, &vma, cs, ce, Some((cs, ce)), Some(page))?;
+        }
+        let write = if access.write { Some((page, page + PAGE)) } else { None };
+        self.populate_vma(st, &vma, ws, we, write, Some(page))?;
+        if let Backing::File { .. } = vma.backing {
+            self.map_cached(st, &vma, page);
+        }
         if st.stats.fault_pages == before {
             // Nothing was missing: the platform lost a translation it should
             // have had, or the access was a write to a copy-on-write page
@@ -521,6 +540,55 @@ impl MemoryManager {
             self.space.map(page, &[p.frame], a).map_err(|_| MmError::NoMemory)?;
         }
         Ok(())
+    }
+
+    /// Maps the pages of a file VMA that are already in memory and not yet
+    /// mapped, nearest to `around` first, up to MAP_CACHED_MAX. A program
+    /// that starts after another has loaded the same library then faults
+    /// once per mapping instead of once per window.
+    fn map_cached(&self, st: &mut State, vma: &Vma, around: u64) {
+        let Backing::File { file, offset, shared } = &vma.backing else { return };
+        let eff = effective(vma.access);
+        if vma.access.is_none() {
+            return;
+        }
+        let access = if *shared { eff } else { eff.without_write() };
+        let pages = (vma.end - vma.start) / PAGE;
+        let first =
+            ((around - vma.start) / PAGE).saturating_sub(MAP_CACHED_MAX / 2).min(pages.saturating_sub(MAP_CACHED_MAX));
+        let mut run: Vec<(u64, Frame)> = Vec::new();
+        let mut mapped = 0;
+        let flush_run = |run: &mut Vec<(u64, Frame)>, st: &mut State| {
+            if run.is_empty() {
+                return;
+            }
+            let frames: Vec<Frame> = run.iter().map(|(_, f)| *f).collect();
+            if self.space.map(run[0].0, &frames, access).is_ok() {
+                for (va, f) in run.drain(..) {
+                    st.pages.insert(va, Page { frame: f, cow: !shared });
+                }
+            } else {
+                for (_, f) in run.drain(..) {
+                    self.mf.dec_ref(f);
+                }
+            }
+        };
+        for i in first..pages.min(first + MAP_CACHED_MAX) {
+            let va = vma.start + i * PAGE;
+            let cached = if st.pages.contains_key(&va) { None } else { file.cached((offset + i * PAGE) / PAGE) };
+            match cached {
+                Some(f) => {
+                    if run.last().is_some_and(|(last, _)| *last + PAGE != va) {
+                        flush_run(&mut run, st);
+                    }
+                    run.push((va, f));
+                    mapped += 1;
+                }
+                None => flush_run(&mut run, st),
+            }
+        }
+        flush_run(&mut run, st);
+        st.stats.fault_pages += mapped;
     }
 
     /// Extends the stack VMA down to cover `addr`, if it may.
@@ -553,7 +621,7 @@ impl MemoryManager {
                 // Each page that must become writable is populated on its own
                 // so copy-on-write happens for exactly the pages written.
                 if write {
-                    self.populate_vma(st, &v, va, va + PAGE, Some(va), Some(va))?;
+                    self.populate_vma(st, &v, va, va + PAGE, Some((va, va + PAGE)), Some(va))?;
                     va += PAGE;
                 } else {
                     self.populate_vma(st, &v, s, e, None, Some(s))?;
@@ -565,7 +633,7 @@ impl MemoryManager {
     }
 
     /// Backs the missing pages of `[start, end)` (all within `vma`) and maps
-    /// them. `write_page` must end up writable (copy-on-write broken);
+    /// them. Pages in `writes` must end up writable (copy-on-write broken);
     /// `required` must end up present, or the call fails.
     fn populate_vma(
         &self,
@@ -573,15 +641,16 @@ impl MemoryManager {
         vma: &Vma,
         start: u64,
         end: u64,
-        write_page: Option<u64>,
+        writes: Option<(u64, u64)>,
         required: Option<u64>,
     ) -> Result<(), MmError> {
+        let write_page = |va: u64| writes.is_some_and(|(s, e)| va >= s && va < e);
         let mut new_pages: Vec<(u64, Page)> = Vec::new();
         let mut anon_missing: Vec<u64> = Vec::new();
         let mut va = start;
         while va < end {
             match st.pages.get(&va).copied() {
-                Some(p) if p.cow && write_page == Some(va) => {
+                Some(p) if p.cow && write_page(va) => {
                     new_pages.push((va, self.break_cow(st, p)?));
                 }
                 Some(_) => {}
@@ -599,7 +668,7 @@ impl MemoryManager {
                             }
                             break;
                         };
-                        let page = if !shared && write_page == Some(va) {
+                        let page = if !shared && write_page(va) {
                             let copy = self.mf.allocate().map_err(|_| MmError::NoMemory)?;
                             self.mf.copy_frame(f, copy);
                             self.mf.dec_ref(f);
@@ -732,14 +801,16 @@ impl MemoryManager {
 }
 
 impl Drop for MemoryManager {
+    /// The address space is going away with its platform image: no CPU will
+    /// run it again, so its translations need no invalidation; frames are
+    /// simply released (the platform makes sure freed frames and page-table
+    /// frames are not reused while a translation of them may survive).
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap();
-        self.space.unmap(0, USER_TOP);
         for p in st.pages.values() {
             self.mf.dec_ref(p.frame);
         }
         st.pages.clear();
-        self.space.flush();
     }
 }
 

@@ -35,7 +35,7 @@ pub fn dispatch(task: &mut Task) {
     let def = table::lookup(nr);
     let tracing = task.kernel.config.strace;
     let pre = tracing.then(|| strace::enter(task, nr, def, &args));
-    let started = Instant::now();
+    let started = task.kernel.stats.timing().then(Instant::now);
     let result = match def {
         Some(d) => (d.handler)(task, &args),
         None => {
@@ -43,7 +43,7 @@ pub fn dispatch(task: &mut Task) {
             Err(SysError::Errno(Errno::ENOSYS))
         }
     };
-    task.kernel.stats.record_syscall(nr, started.elapsed());
+    task.kernel.stats.record_syscall(nr, started.map(|s| s.elapsed()));
     if let Err(SysError::Errno(e)) = result
         && e.is_restart()
     {
@@ -58,6 +58,11 @@ pub fn dispatch(task: &mut Task) {
     if let Some(line) = pre {
         strace::exit(task, line, def, &args, result);
     }
+}
+
+/// The name of system call `nr`.
+pub fn name(nr: u64) -> String {
+    table::name(nr)
 }
 
 /// Reads a path argument: EFAULT on a bad pointer, ENAMETOOLONG past

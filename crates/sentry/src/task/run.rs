@@ -2,6 +2,8 @@
 
 use std::time::Instant;
 
+use crate::stats::EventKind;
+
 use linux_raw_sys::general as g;
 use platform::Event;
 
@@ -50,6 +52,9 @@ impl Task {
 pub fn run_task(mut task: Task) {
     set_current(Some(task.shared.clone()));
     task.shared.set_interrupter(Some(task.ctx.interrupter()));
+    let kernel = task.kernel.clone();
+    let timing = kernel.stats.timing();
+    let born = timing.then(Instant::now);
     loop {
         task.handle_signals();
         if task.shared.is_killed() {
@@ -63,18 +68,34 @@ pub fn run_task(mut task: Task) {
                 break;
             }
         };
-        match event {
-            Event::Syscall => crate::syscalls::dispatch(&mut task),
-            Event::Fault(f) => {
-                if let Err(e) = task.mm.handle_fault(f.addr, f.access) {
-                    task.fault_signal(f, e);
-                }
+        let started = timing.then(Instant::now);
+        let kind = match event {
+            Event::Syscall => {
+                crate::syscalls::dispatch(&mut task);
+                EventKind::Syscall
             }
-            Event::Exception(x) => task.exception_signal(x),
-            Event::Interrupted => {}
-        }
+            Event::Fault(f) => {
+                match task.mm.handle_fault(f.addr, f.access) {
+                    Ok(pages) => kernel.stats.record_fault(Some(pages)),
+                    Err(e) => {
+                        kernel.stats.record_fault(None);
+                        task.fault_signal(f, e);
+                    }
+                }
+                EventKind::PageFault
+            }
+            Event::Exception(x) => {
+                task.exception_signal(x);
+                EventKind::Exception
+            }
+            Event::Interrupted => EventKind::Interrupt,
+        };
+        kernel.stats.record_event(kind, started.map(|s| s.elapsed()));
     }
     task.shared.set_interrupter(None);
     exit_thread(task);
+    if let Some(b) = born {
+        kernel.stats.record_task_lifetime(b.elapsed());
+    }
     set_current(None);
 }

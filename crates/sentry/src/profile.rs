@@ -1,0 +1,227 @@
+//! `--profile`: where a sandbox's time went, and what it holds at exit.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::kernel::Kernel;
+use crate::stats::EventKind;
+
+/// Resources held by the sandbox at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Resources {
+    /// Host threads running tasks.
+    pub task_threads: u64,
+    pub vcpus_created: u64,
+    pub vcpus_in_use: u64,
+    /// Memory-file frames in use, and the most ever in use.
+    pub frames_in_use: u64,
+    pub frames_peak: u64,
+    /// Of the frames in use: the platform's own (constant per vCPU count)
+    /// and page tables.
+    pub supervisor_frames: u64,
+    pub page_table_frames: u64,
+    /// Open host file descriptors of the cordon process.
+    pub host_fds: u64,
+}
+
+impl Resources {
+    pub fn now(kernel: &Kernel) -> Resources {
+        let p = kernel.platform.stats();
+        let m = kernel.mf.stats();
+        Resources {
+            task_threads: kernel.live_task_threads(),
+            vcpus_created: p.vcpus,
+            vcpus_in_use: p.vcpus_in_use,
+            frames_in_use: m.frames_in_use,
+            frames_peak: m.frames_peak,
+            supervisor_frames: p.supervisor_frames,
+            page_table_frames: p.table_frames,
+            host_fds: std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ExitLine {
+    pub reason: &'static str,
+    /// Exits counted by the platform.
+    pub count: u64,
+    /// Time the sentry spent handling them (profiling only).
+    pub total_ns: u64,
+    pub mean_ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SyscallLine {
+    pub name: String,
+    pub nr: u64,
+    pub count: u64,
+    pub total_ns: u64,
+    pub mean_ns: u64,
+    /// Answered inside the guest without an exit.
+    pub in_guest: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Faults {
+    pub total: u64,
+    pub resolved: u64,
+    pub signalled: u64,
+    pub pages_mapped: u64,
+    pub pages_per_fault: f64,
+}
+
+/// The split of the task threads' time.
+#[derive(Clone, Debug, Serialize)]
+pub struct TimeSplit {
+    pub wall_ns: u64,
+    /// Sum of the lifetimes of every task's host thread.
+    pub task_threads_ns: u64,
+    /// Inside the hypervisor running application code.
+    pub guest_ns: u64,
+    /// In the sentry, handling exits (system calls include their waits).
+    pub sentry_ns: u64,
+    /// Moving registers in and out of the vCPU.
+    pub register_ns: u64,
+    /// Everything else: task creation and teardown, signal delivery.
+    pub other_ns: u64,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub platform: &'static str,
+    pub vm_entries: u64,
+    pub exits: Vec<ExitLine>,
+    pub syscalls: Vec<SyscallLine>,
+    pub faults: Faults,
+    pub time: TimeSplit,
+    pub resources_at_start: Resources,
+    pub resources_at_exit: Resources,
+}
+
+impl Report {
+    pub fn collect(kernel: &Kernel, wall: Duration, start: Resources, exit: Resources) -> Report {
+        let e = kernel.platform.exit_counts();
+        let st = &kernel.stats;
+        let platform_counts = [e.syscalls, e.page_faults, e.exceptions, e.interrupts];
+        let exits: Vec<ExitLine> = EventKind::ALL
+            .iter()
+            .zip(platform_counts)
+            .map(|(k, count)| {
+                let t = st.event(*k);
+                ExitLine { reason: k.name(), count, total_ns: t.total_ns, mean_ns: t.total_ns / t.count.max(1) }
+            })
+            .collect();
+        let mut syscalls: Vec<SyscallLine> = st
+            .syscalls()
+            .into_iter()
+            .map(|(nr, t)| SyscallLine {
+                name: crate::syscalls::name(nr),
+                nr,
+                count: t.count,
+                total_ns: t.total_ns,
+                mean_ns: t.total_ns / t.count.max(1),
+                in_guest: 0,
+            })
+            .collect();
+        syscalls.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.count.cmp(&a.count)));
+        let (resolved, signalled, pages) = st.faults();
+        let sentry_ns: u64 = exits.iter().map(|x| x.total_ns).sum();
+        let task_ns = st.task_ns();
+        let busy = e.guest_ns + sentry_ns + e.register_ns;
+        Report {
+            platform: kernel.platform.name(),
+            vm_entries: e.entries,
+            exits,
+            syscalls,
+            faults: Faults {
+                total: resolved + signalled,
+                resolved,
+                signalled,
+                pages_mapped: pages,
+                pages_per_fault: pages as f64 / resolved.max(1) as f64,
+            },
+            time: TimeSplit {
+                wall_ns: wall.as_nanos() as u64,
+                task_threads_ns: task_ns,
+                guest_ns: e.guest_ns,
+                sentry_ns,
+                register_ns: e.register_ns,
+                other_ns: task_ns.saturating_sub(busy),
+            },
+            resources_at_start: start,
+            resources_at_exit: exit,
+        }
+    }
+
+    /// The report for humans.
+    pub fn render(&self) -> String {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let us = |ns: u64| ns as f64 / 1e3;
+        let mut s = String::new();
+        let t = &self.time;
+        let pct = |ns: u64| 100.0 * ns as f64 / t.task_threads_ns.max(1) as f64;
+        let _ = writeln!(s, "cordon profile ({} platform, {} VM entries)", self.platform, self.vm_entries);
+        let _ = writeln!(
+            s,
+            "time: wall {:.1} ms; task threads {:.1} ms = guest {:.1} ms ({:.0}%) + sentry {:.1} ms ({:.0}%) + registers {:.1} ms ({:.0}%) + other {:.1} ms ({:.0}%)",
+            ms(t.wall_ns),
+            ms(t.task_threads_ns),
+            ms(t.guest_ns),
+            pct(t.guest_ns),
+            ms(t.sentry_ns),
+            pct(t.sentry_ns),
+            ms(t.register_ns),
+            pct(t.register_ns),
+            ms(t.other_ns),
+            pct(t.other_ns)
+        );
+        let _ = writeln!(s, "exits:");
+        for x in &self.exits {
+            let _ = writeln!(
+                s,
+                "  {:<12} {:>9}  total {:>9.2} ms  mean {:>8.2} us",
+                x.reason,
+                x.count,
+                ms(x.total_ns),
+                us(x.mean_ns)
+            );
+        }
+        let f = &self.faults;
+        let _ = writeln!(
+            s,
+            "page faults: {} ({} resolved, {} signalled), {} pages mapped, {:.1} per fault",
+            f.total, f.resolved, f.signalled, f.pages_mapped, f.pages_per_fault
+        );
+        let _ = writeln!(s, "syscalls:{:>27} {:>11} {:>11} {:>9}", "count", "total ms", "mean us", "in guest");
+        for c in &self.syscalls {
+            let _ = writeln!(
+                s,
+                "  {:<24} {:>9} {:>11.2} {:>11.2} {:>9}",
+                c.name,
+                c.count,
+                ms(c.total_ns),
+                us(c.mean_ns),
+                c.in_guest
+            );
+        }
+        for (label, r) in [("at start", &self.resources_at_start), ("at exit", &self.resources_at_exit)] {
+            let _ = writeln!(
+                s,
+                "resources {label}: task threads {}, vCPUs {} ({} in use), frames {} (peak {}, supervisor {}, page tables {}), host fds {}",
+                r.task_threads,
+                r.vcpus_created,
+                r.vcpus_in_use,
+                r.frames_in_use,
+                r.frames_peak,
+                r.supervisor_frames,
+                r.page_table_frames,
+                r.host_fds
+            );
+        }
+        s
+    }
+}
