@@ -76,6 +76,8 @@ impl FdTable {
         }
         let mut t = self.table.lock().unwrap();
         let fd = match t.holes.range(min..).next().copied() {
+            // Holes above a lowered limit are not free to use.
+            Some(h) if h >= limit => return Err(FdError::TooMany),
             Some(h) => {
                 t.holes.remove(&h);
                 h
@@ -229,6 +231,12 @@ mod tests {
         }
         assert_eq!(t.install(file(), false, 0).unwrap_err(), FdError::TooMany);
         assert_eq!(t.get(-1).err(), Some(FdError::BadFd));
+        // Lowering the limit below free descriptors leaves those unusable.
+        t.remove(7).unwrap();
+        t.remove(6).unwrap();
+        t.set_limit(7);
+        assert_eq!(t.install(file(), false, 0).unwrap(), 6);
+        assert_eq!(t.install(file(), false, 0).unwrap_err(), FdError::TooMany, "hole 7 is beyond the limit");
         assert_eq!(t.remove(100).err(), Some(FdError::BadFd));
     }
 

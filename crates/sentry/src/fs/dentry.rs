@@ -5,7 +5,18 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::{FileType, Inode};
+use super::{FileType, FsError, Inode, StatFs};
+
+/// The statfs f_type Linux reports for a file system type the sentry serves
+/// itself; 0 for types whose inodes report their own.
+fn fs_magic(fs_type: &str) -> u64 {
+    match fs_type {
+        "proc" => 0x9fa0,
+        "devtmpfs" | "tmpfs" => 0x0102_1994,
+        "sysfs" => 0x6265_6572,
+        _ => 0,
+    }
+}
 
 /// A mounted file system.
 pub struct Mount {
@@ -61,6 +72,16 @@ impl Dentry {
 
     pub fn file_type(&self) -> FileType {
         self.inode.file_type()
+    }
+
+    /// statfs(2) of the file system holding this name: what the inode
+    /// reports, with the type of its mount when the inode has none.
+    pub fn statfs(&self) -> Result<StatFs, FsError> {
+        let mut s = self.inode.statfs()?;
+        if s.fs_type == 0 {
+            s.fs_type = fs_magic(self.mount.fs_type);
+        }
+        Ok(s)
     }
 
     /// True if both name the same object in the same mount.

@@ -56,7 +56,11 @@ impl FileOps for MemDeviceFile {
     }
 
     fn seekable(&self) -> bool {
-        // lseek on these succeeds and the offset is meaningless.
+        // pread and pwrite work; the offset itself is meaningless.
+        true
+    }
+
+    fn ignores_offset(&self) -> bool {
         true
     }
 

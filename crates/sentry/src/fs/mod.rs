@@ -450,6 +450,12 @@ pub trait FileOps: Send + Sync {
     fn seekable(&self) -> bool {
         false
     }
+    /// True for files whose offset means nothing (the memory devices): reads
+    /// and writes leave it alone and lseek always answers 0, as Linux's
+    /// null_lseek does. Such files are still `seekable` (pread works).
+    fn ignores_offset(&self) -> bool {
+        false
+    }
     /// Fills `buf` with linux_dirent64 records from the directory position
     /// `*pos`, advancing it; returns bytes written.
     fn getdents(&self, _pos: &mut u64, _buf: &mut [u8]) -> Result<usize, FsError> {

@@ -20,7 +20,9 @@ const MAX_LINKS: u32 = 40;
 pub struct Lookup {
     /// Follow a symlink in the last component.
     pub follow: bool,
-    /// The result must be a directory.
+    /// The result must be a directory. This does not follow a final
+    /// symlink by itself (O_DIRECTORY|O_NOFOLLOW on a link to a directory is
+    /// ENOTDIR); a trailing slash does.
     pub directory: bool,
 }
 
@@ -89,7 +91,7 @@ impl Resolver<'_> {
                 return Err(FsError::NameTooLong);
             }
             let child = self.child(&cur, &c)?;
-            let follow = !last || how.follow || trailing_slash || how.directory;
+            let follow = !last || how.follow || trailing_slash;
             if child.file_type() == FileType::Symlink && follow {
                 links += 1;
                 if links > MAX_LINKS {
@@ -220,6 +222,10 @@ mod tests {
         assert_eq!(path(&r, "/a/loop", Lookup::FOLLOW), Err(FsError::Loop));
         assert_eq!(path(&r, "/a/dangling", Lookup::FOLLOW), Err(FsError::NotFound));
         assert_eq!(path(&r, "/a/dangling", Lookup::NOFOLLOW).unwrap(), "/a/dangling");
+        let dir_nofollow = Lookup { follow: false, directory: true };
+        assert_eq!(path(&r, "/a/abs", dir_nofollow), Err(FsError::NotDirectory), "O_DIRECTORY does not follow");
+        assert_eq!(path(&r, "/a/abs/", dir_nofollow).unwrap(), "/a/b", "but a trailing slash does");
+        assert_eq!(path(&r, "/a/abs", Lookup { follow: true, directory: true }).unwrap(), "/a/b");
     }
 
     #[test]

@@ -187,3 +187,197 @@ pub fn map_image(mm: &MemoryManager, file: &OpenFile, info: &ElfInfo, main: bool
     }
     Ok(MappedImage { bias, end: bias + hi })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::IoSliceMut;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::fs::{FsError, OpenFlags, Stat};
+
+    /// A file held in memory.
+    struct MemFile(Vec<u8>);
+
+    impl FileOps for MemFile {
+        fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+            let mut at = (offset as usize).min(self.0.len());
+            let mut n = 0;
+            for b in bufs.iter_mut() {
+                let k = b.len().min(self.0.len() - at);
+                b[..k].copy_from_slice(&self.0[at..at + k]);
+                at += k;
+                n += k;
+            }
+            Ok(n)
+        }
+        fn stat(&self) -> Result<Stat, FsError> {
+            Ok(Stat { size: self.0.len() as u64, ..Default::default() })
+        }
+        fn seekable(&self) -> bool {
+            true
+        }
+    }
+
+    fn parse(image: Vec<u8>) -> Result<ElfInfo, LoadError> {
+        let ops: Arc<dyn FileOps> = Arc::new(MemFile(image));
+        let file = OpenFile::new(ops.clone(), None, OpenFlags::empty());
+        parse_elf(&*ops, &file)
+    }
+
+    const PT_LOAD: u32 = 1;
+    const PT_INTERP: u32 = 3;
+    const PT_PHDR: u32 = 6;
+    const INTERP: &[u8] = b"/lib64/ld-linux-x86-64.so.2\0";
+
+    /// A program header: type, flags, offset, vaddr, filesz, memsz.
+    struct Ph(u32, u32, u64, u64, u64, u64);
+
+    fn put16(b: &mut [u8], at: usize, v: u16) {
+        b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put32(b: &mut [u8], at: usize, v: u32) {
+        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put64(b: &mut [u8], at: usize, v: u64) {
+        b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// An x86_64 ELF image of type `e_type` with entry `entry`, program
+    /// headers at offset 64, and the interpreter path at 0x200.
+    fn image(e_type: u16, entry: u64, phdrs: &[Ph]) -> Vec<u8> {
+        let mut b = vec![0u8; 0x400];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2; // ELFCLASS64
+        b[5] = 1; // little endian
+        b[6] = 1; // EV_CURRENT
+        put16(&mut b, 16, e_type);
+        put16(&mut b, 18, 62); // EM_X86_64
+        put32(&mut b, 20, 1);
+        put64(&mut b, 24, entry);
+        put64(&mut b, 32, 64); // e_phoff
+        put16(&mut b, 52, 64); // e_ehsize
+        put16(&mut b, 54, 56); // e_phentsize
+        put16(&mut b, 56, phdrs.len() as u16);
+        for (i, p) in phdrs.iter().enumerate() {
+            let o = 64 + 56 * i;
+            put32(&mut b, o, p.0);
+            put32(&mut b, o + 4, p.1);
+            put64(&mut b, o + 8, p.2);
+            put64(&mut b, o + 16, p.3);
+            put64(&mut b, o + 24, p.3);
+            put64(&mut b, o + 32, p.4);
+            put64(&mut b, o + 40, p.5);
+            put64(&mut b, o + 48, 0x1000);
+        }
+        b[0x200..0x200 + INTERP.len()].copy_from_slice(INTERP);
+        b
+    }
+
+    /// A position-independent executable with an interpreter: PT_PHDR,
+    /// PT_INTERP, a text and a data segment.
+    fn dynamic_image() -> Vec<u8> {
+        image(
+            3, // ET_DYN
+            0x1040,
+            &[
+                Ph(PT_PHDR, 4, 64, 64, 4 * 56, 4 * 56),
+                Ph(PT_INTERP, 4, 0x200, 0x200, INTERP.len() as u64, INTERP.len() as u64),
+                Ph(PT_LOAD, 5, 0, 0, 0x400, 0x400),
+                Ph(PT_LOAD, 6, 0x300, 0x2300, 0x100, 0x5000),
+            ],
+        )
+    }
+
+    fn bad(image: Vec<u8>, why: &str) {
+        match parse(image) {
+            Err(LoadError::BadFormat) => {}
+            Err(e) => panic!("{why}: expected BadFormat, got {e:?}"),
+            Ok(i) => panic!("{why}: accepted as {i:?}"),
+        }
+    }
+
+    #[test]
+    fn a_valid_dynamic_image_parses() {
+        let info = parse(dynamic_image()).unwrap();
+        assert!(info.dynamic);
+        assert_eq!(info.entry, 0x1040);
+        assert_eq!(info.interpreter.as_deref(), Some(&INTERP[..INTERP.len() - 1]));
+        assert_eq!(info.phdr_vaddr, 64);
+        assert_eq!((info.phent, info.phnum), (56, 4));
+        assert_eq!(info.segments.len(), 2);
+        let (text, data) = (info.segments[0], info.segments[1]);
+        assert_eq!((text.vaddr, text.offset, text.filesz, text.memsz), (0, 0, 0x400, 0x400));
+        assert_eq!(text.access, Access { read: true, write: false, execute: true });
+        assert_eq!((data.vaddr, data.offset, data.filesz, data.memsz), (0x2300, 0x300, 0x100, 0x5000));
+        assert_eq!(data.access, Access::READ_WRITE);
+    }
+
+    #[test]
+    fn a_static_image_finds_its_headers_in_the_first_segment() {
+        let info = parse(image(2, 0x401000, &[Ph(PT_LOAD, 5, 0, 0x400000, 0x400, 0x400)])).unwrap();
+        assert!(!info.dynamic);
+        assert_eq!(info.entry, 0x401000);
+        assert_eq!(info.interpreter, None);
+        assert_eq!(info.phdr_vaddr, 0x400040, "no PT_PHDR: where the load maps e_phoff");
+        assert_eq!(info.phnum, 1);
+    }
+
+    #[test]
+    fn bad_headers_are_refused() {
+        let mut b = dynamic_image();
+        b[0] = 0x7e;
+        bad(b, "bad magic");
+        let mut b = dynamic_image();
+        b[4] = 1;
+        bad(b, "32-bit class");
+        let mut b = dynamic_image();
+        b[5] = 2;
+        bad(b, "big endian");
+        let mut b = dynamic_image();
+        put16(&mut b, 18, 3); // EM_386
+        bad(b, "wrong machine");
+        let mut b = dynamic_image();
+        put16(&mut b, 18, 183); // EM_AARCH64
+        bad(b, "wrong machine");
+        let mut b = dynamic_image();
+        put16(&mut b, 16, 1); // ET_REL
+        bad(b, "relocatable object");
+        let mut b = dynamic_image();
+        put16(&mut b, 16, 4); // ET_CORE
+        bad(b, "core file");
+        let mut b = dynamic_image();
+        put16(&mut b, 54, 32);
+        bad(b, "wrong phentsize");
+        let mut b = dynamic_image();
+        put16(&mut b, 56, 0);
+        bad(b, "zero phnum");
+        bad(dynamic_image()[..40].to_vec(), "truncated header");
+        let mut b = dynamic_image();
+        put64(&mut b, 32, 0x10_0000);
+        bad(b, "program headers past the end of the file");
+        bad(b"#!/bin/sh\n".to_vec(), "a script");
+        bad(Vec::new(), "an empty file");
+    }
+
+    #[test]
+    fn bad_program_headers_are_refused() {
+        let interp_without_nul = image(
+            3,
+            0x1000,
+            &[
+                Ph(PT_INTERP, 4, 0x200, 0x200, INTERP.len() as u64 - 1, INTERP.len() as u64 - 1),
+                Ph(PT_LOAD, 5, 0, 0, 0x400, 0x400),
+            ],
+        );
+        bad(interp_without_nul, "PT_INTERP without NUL");
+        bad(
+            image(3, 0x1000, &[Ph(PT_INTERP, 4, 0x200, 0x200, 1, 1), Ph(PT_LOAD, 5, 0, 0, 0x400, 0x400)]),
+            "PT_INTERP of one byte",
+        );
+        bad(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0, 0, 0x400, 0x300)]), "filesz > memsz");
+        bad(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0, 0x1001, 0x400, 0x400)]), "vaddr misaligned with offset");
+        bad(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0x10, 0x1000, 0x400, 0x400)]), "offset misaligned with vaddr");
+        bad(image(3, 0x1000, &[Ph(PT_PHDR, 4, 64, 64, 56, 56)]), "no PT_LOAD");
+    }
+}

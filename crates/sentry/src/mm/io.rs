@@ -234,6 +234,33 @@ impl MemoryManager {
 }
 
 impl MemoryManager {
+    /// Pins the longest accessible prefix of `[addr, addr + len)`, for
+    /// transfers that stop at the first bad byte with what they moved, as
+    /// Linux's copies to and from user memory do. Fails only if not even the
+    /// first byte is accessible (and `len` is not 0).
+    pub fn pin_prefix(&self, addr: u64, len: usize, write: bool) -> Result<Pinned, MmError> {
+        let access = if write { Access { write: true, ..Access::READ } } else { Access::READ };
+        let end = addr.saturating_add(len as u64);
+        let mut ok = addr;
+        let mut first_error = None;
+        {
+            let mut st = self.lock();
+            while ok < end {
+                let piece_end = (page_down(ok) + PAGE).min(end);
+                if let Err(e) = self.prepare(&mut st, ok, (piece_end - ok) as usize, access) {
+                    first_error = Some(e);
+                    break;
+                }
+                ok = piece_end;
+            }
+        }
+        self.space.flush();
+        match first_error {
+            Some(e) if ok == addr => Err(e),
+            _ => self.pin(addr, (ok - addr) as usize, write),
+        }
+    }
+
     /// Reads a C structure of the Linux ABI.
     pub fn read_pod<T: crate::abi::Pod>(&self, addr: u64) -> Result<T, MmError> {
         let mut buf = vec![0u8; size_of::<T>()];

@@ -361,6 +361,12 @@ impl MemoryManager {
         if old_end > vma.end {
             return Err(MmError::Unmapped);
         }
+        if old_len == 0 {
+            let r = self.duplicate_locked(&mut st, &vma, old, new_len, may_move, fixed);
+            drop(st);
+            self.space.flush();
+            return r;
+        }
         if let Some(dest) = fixed {
             if !dest.is_multiple_of(PAGE) || !may_move {
                 return Err(MmError::Invalid);
@@ -400,6 +406,39 @@ impl MemoryManager {
         drop(st);
         self.space.flush();
         r
+    }
+
+    /// mremap with an old size of 0: a second mapping of the same shared
+    /// pages, starting at `old`, `new_len` long. Private memory cannot be
+    /// duplicated (EINVAL), and the copy never goes in place.
+    fn duplicate_locked(
+        &self,
+        st: &mut State,
+        vma: &Vma,
+        old: u64,
+        new_len: u64,
+        may_move: bool,
+        fixed: Option<u64>,
+    ) -> Result<u64, MmError> {
+        if vma.is_private() {
+            return Err(MmError::Invalid);
+        }
+        if !may_move {
+            return Err(MmError::NoMemory);
+        }
+        let dest = match fixed {
+            Some(d) => {
+                let end = d.checked_add(new_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
+                self.unmap_locked(st, d, end);
+                d
+            }
+            None => find_free(&st.vmas, new_len, MMAP_TOP).ok_or(MmError::NoMemory)?,
+        };
+        let mut copy = Vma::new(dest, dest + new_len, vma.access, vma.backing.advanced(old - vma.start));
+        copy.max_access = vma.max_access;
+        st.vmas.insert(copy);
+        st.vmas.merge_around(dest, dest + new_len);
+        Ok(dest)
     }
 
     /// Moves `[old, old + len)` of `vma` to `dest` with size `new_len`.

@@ -23,7 +23,7 @@ pub enum Backing {
 
 impl Backing {
     /// The backing for the part of a mapping starting `delta` bytes in.
-    fn advanced(&self, delta: u64) -> Backing {
+    pub(super) fn advanced(&self, delta: u64) -> Backing {
         match self {
             Backing::Anonymous => Backing::Anonymous,
             Backing::Shared { object, offset } => Backing::Shared { object: object.clone(), offset: offset + delta },

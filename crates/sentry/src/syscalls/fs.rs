@@ -55,6 +55,14 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     }
     if flags.contains(OpenFlags::PATH) {
         flags &= OpenFlags::PATH | OpenFlags::CLOEXEC | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW;
+    } else {
+        // A 64-bit kernel opens every file as large (force_o_largefile), and
+        // F_GETFL shows it.
+        flags |= OpenFlags::LARGEFILE;
+    }
+    if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
+        // Refused outright since Linux 6.4.
+        return Err(Errno::EINVAL.into());
     }
     let start = start_dir(task, dirfd, &path)?;
     let create = flags.contains(OpenFlags::CREAT);
@@ -389,6 +397,9 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
+    if f.flags().contains(OpenFlags::PATH) {
+        return Err(Errno::EBADF.into());
+    }
     let cmd = a[1] as u32;
     match cmd {
         ioc::FIOCLEX | ioc::FIONCLEX => {
@@ -401,80 +412,146 @@ pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
             f.set_status_flags(if on != 0 { fl | OpenFlags::NONBLOCK } else { fl - OpenFlags::NONBLOCK });
             Ok(0)
         }
-        ioc::FIONREAD => match f.ops.readable_bytes() {
-            Some(n) => {
-                task.mm.write_pod(a[2], &(n.min(i32::MAX as u64) as i32))?;
-                Ok(0)
+        ioc::FIONREAD => {
+            let st = f.ops.stat()?;
+            let avail = if st.file_type() == FileType::Regular {
+                // The bytes between the offset and the end, as an int
+                // (negative past the end), as Linux answers for any file.
+                let pos = *f.offset.lock().unwrap();
+                Some((st.size as i64).wrapping_sub(pos as i64) as i32)
+            } else {
+                f.ops.readable_bytes().map(|n| n.min(i32::MAX as u64) as i32)
+            };
+            match avail {
+                Some(n) => {
+                    task.mm.write_pod(a[2], &n)?;
+                    Ok(0)
+                }
+                None => Ok(f.ops.ioctl(&f, &task.mm, cmd, a[2])?),
             }
-            None => Ok(f.ops.ioctl(&f, &task.mm, cmd, a[2])?),
-        },
+        }
         _ => Ok(f.ops.ioctl(&f, &task.mm, cmd, a[2])?),
     }
 }
 
-/// Checks for a path-changing call on the read-only root: the path must
-/// name something that exists (`must_exist`) or not (`!must_exist`), as
-/// Linux checks before refusing the write.
-fn refuse_write_at(task: &Task, dirfd: u64, path_addr: u64, must_exist: Option<bool>) -> SysResult {
+/// What a name-changing call does with its last component, which decides
+/// the error Linux gives on a read-only file system.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NameOp {
+    /// mkdir, mknod, symlink, link: the name must not exist (EEXIST comes
+    /// before EROFS).
+    Create,
+    /// rmdir: write access is asked for before the name is looked up, so a
+    /// missing name is EROFS too.
+    RemoveDir,
+    /// unlink: likewise.
+    Unlink,
+    /// rename: likewise, for the old name.
+    Rename,
+}
+
+/// The last component of a path: "." or "..", none (the path names the
+/// root), or a plain name.
+fn last_component(path: &[u8]) -> &[u8] {
+    let trimmed = path.strip_suffix(b"/").map_or(path, |_| {
+        let end = path.iter().rposition(|b| *b != b'/').map_or(0, |i| i + 1);
+        &path[..end]
+    });
+    match trimmed.iter().rposition(|b| *b == b'/') {
+        Some(i) => &trimmed[i + 1..],
+        None => trimmed,
+    }
+}
+
+/// A name-changing call on the read-only root: the checks Linux makes before
+/// asking for write access (the parent must resolve; the name's kind), then
+/// EROFS.
+fn refuse_write_at(task: &Task, dirfd: u64, path_addr: u64, op: NameOp) -> SysResult {
     let path = read_path(task, path_addr)?;
+    if path.is_empty() {
+        return Err(Errno::ENOENT.into());
+    }
     let start = start_dir(task, dirfd, &path)?;
+    let last = last_component(&path);
+    if last.is_empty() || last == b"." || last == b".." {
+        // The path itself must resolve, as its parent would.
+        task.with_resolver(|r| r.resolve(start.as_ref(), &path, Lookup { follow: true, directory: true }))?;
+        return Err(match (op, last) {
+            (NameOp::Create, _) => Errno::EEXIST,
+            (NameOp::Unlink, _) => Errno::EISDIR,
+            (NameOp::Rename, _) | (NameOp::RemoveDir, b"") => Errno::EBUSY,
+            (NameOp::RemoveDir, b".") => Errno::EINVAL,
+            (NameOp::RemoveDir, _) => Errno::ENOTEMPTY,
+        }
+        .into());
+    }
     let (dir, name) = task.with_resolver(|r| r.resolve_parent(start.as_ref(), &path))?;
-    let exists = task.with_resolver(|r| r.child(&dir, &name)).is_ok();
-    match must_exist {
-        Some(true) if !exists => return Err(Errno::ENOENT.into()),
-        Some(false) if exists => return Err(Errno::EEXIST.into()),
-        _ => {}
+    if op == NameOp::Create && task.with_resolver(|r| r.child(&dir, &name)).is_ok() {
+        return Err(Errno::EEXIST.into());
     }
     Err(if dir.inode.read_only() { Errno::EROFS } else { Errno::EPERM }.into())
 }
 
 pub fn mkdir(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(false))
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::Create)
 }
 pub fn mkdirat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, a[0], a[1], Some(false))
+    refuse_write_at(task, a[0], a[1], NameOp::Create)
 }
 pub fn mknodat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, a[0], a[1], Some(false))
+    refuse_write_at(task, a[0], a[1], NameOp::Create)
 }
 pub fn mknod(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(false))
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::Create)
 }
 pub fn unlink(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(true))
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::Unlink)
 }
 pub fn rmdir(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(true))
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::RemoveDir)
 }
 pub fn unlinkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if a[2] & !(g::AT_REMOVEDIR as u64) != 0 {
         return Err(Errno::EINVAL.into());
     }
-    refuse_write_at(task, a[0], a[1], Some(true))
+    let op = if a[2] & g::AT_REMOVEDIR as u64 != 0 { NameOp::RemoveDir } else { NameOp::Unlink };
+    refuse_write_at(task, a[0], a[1], op)
 }
 pub fn symlink(task: &mut Task, a: &[u64; 6]) -> SysResult {
     read_path(task, a[0])?;
-    refuse_write_at(task, g::AT_FDCWD as u64, a[1], Some(false))
+    refuse_write_at(task, g::AT_FDCWD as u64, a[1], NameOp::Create)
 }
 pub fn symlinkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
     read_path(task, a[0])?;
-    refuse_write_at(task, a[1], a[2], Some(false))
+    refuse_write_at(task, a[1], a[2], NameOp::Create)
 }
 pub fn link(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let old = read_path(task, a[0])?;
     resolve(task, g::AT_FDCWD as u64, &old, Lookup::NOFOLLOW)?;
-    refuse_write_at(task, g::AT_FDCWD as u64, a[1], Some(false))
+    refuse_write_at(task, g::AT_FDCWD as u64, a[1], NameOp::Create)
 }
 pub fn linkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let old = read_path(task, a[1])?;
     resolve(task, a[0], &old, follow_of(a[4] ^ g::AT_SYMLINK_NOFOLLOW as u64))?;
-    refuse_write_at(task, a[2], a[3], Some(false))
+    refuse_write_at(task, a[2], a[3], NameOp::Create)
+}
+/// The new name of a rename: its parent must resolve (checked before write
+/// access is asked for).
+fn rename_target(task: &Task, dirfd: u64, path_addr: u64) -> Result<(), SysError> {
+    let path = read_path(task, path_addr)?;
+    let start = start_dir(task, dirfd, &path)?;
+    match task.with_resolver(|r| r.resolve_parent(start.as_ref(), &path)) {
+        Ok(_) | Err(FsError::Exists) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 pub fn rename(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], Some(true))
+    rename_target(task, g::AT_FDCWD as u64, a[1])?;
+    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::Rename)
 }
 pub fn renameat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, a[0], a[1], Some(true))
+    rename_target(task, a[2], a[3])?;
+    refuse_write_at(task, a[0], a[1], NameOp::Rename)
 }
 
 /// Changes to an existing file's metadata or size: EROFS on the read-only
@@ -553,14 +630,14 @@ fn write_statfs(task: &Task, addr: u64, s: &crate::fs::StatFs) -> SysResult {
 
 pub fn statfs(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let path = read_path(task, a[0])?;
-    let s = resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?.inode.statfs()?;
+    let s = resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?.statfs()?;
     write_statfs(task, a[1], &s)
 }
 
 pub fn fstatfs(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     let s = match &f.dentry {
-        Some(d) => d.inode.statfs()?,
+        Some(d) => d.statfs()?,
         None => crate::fs::StatFs { block_size: 4096, name_max: 255, ..Default::default() },
     };
     write_statfs(task, a[1], &s)

@@ -41,7 +41,8 @@ pub fn sysinfo(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn getrandom(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let flags = a[2] as u32;
-    if flags & !(g::GRND_NONBLOCK | g::GRND_RANDOM | g::GRND_INSECURE) != 0 {
+    let both = g::GRND_RANDOM | g::GRND_INSECURE;
+    if flags & !(g::GRND_NONBLOCK | both) != 0 || flags & both == both {
         return Err(Errno::EINVAL.into());
     }
     let len = (a[1] as usize).min(32 << 20);

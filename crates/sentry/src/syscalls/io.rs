@@ -43,7 +43,9 @@ fn read_into(f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usiz
         }
         return Ok(f.ops.read(f, &mut slices, p)?);
     }
-    if f.ops.seekable() {
+    if f.ops.ignores_offset() {
+        Ok(f.ops.read(f, &mut slices, 0)?)
+    } else if f.ops.seekable() {
         let mut off = f.offset.lock().unwrap();
         let n = f.ops.read(f, &mut slices, *off)?;
         *off += n as u64;
@@ -65,6 +67,8 @@ fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) 
             return Err(Errno::ESPIPE.into());
         }
         f.ops.write(f, &slices, p)
+    } else if f.ops.ignores_offset() {
+        f.ops.write(f, &slices, 0)
     } else if f.ops.seekable() {
         let mut off = f.offset.lock().unwrap();
         if f.flags().contains(OpenFlags::APPEND) {
@@ -87,17 +91,21 @@ fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) 
     }
 }
 
+/// Pins a buffer for a transfer: as much of it as is accessible from its
+/// start (the transfer is then short), EFAULT if none is.
 fn pin_one(task: &Task, addr: u64, len: u64, write: bool) -> Result<Pinned, SysError> {
     let len = (len as usize).min(MAX_RW);
-    Ok(task.mm.pin(addr, len, write)?)
+    Ok(task.mm.pin_prefix(addr, len, write)?)
 }
 
-/// Reads an iovec array and pins each buffer.
+/// Reads an iovec array and pins the buffers, up to the first byte that is
+/// not accessible: the transfer moves what comes before it, and is EFAULT
+/// only if that is nothing.
 fn pin_iov(task: &Task, iov: u64, count: u64, write: bool) -> Result<Vec<Pinned>, SysError> {
     if count > MAX_IOV {
         return Err(Errno::EINVAL.into());
     }
-    let mut out = Vec::with_capacity(count as usize);
+    let mut vecs = Vec::with_capacity(count as usize);
     let mut total: usize = 0;
     for i in 0..count {
         let v: g::iovec = task.mm.read_pod(iov + 16 * i)?;
@@ -107,8 +115,23 @@ fn pin_iov(task: &Task, iov: u64, count: u64, write: bool) -> Result<Vec<Pinned>
         }
         let len = len.min(MAX_RW - total);
         total += len;
-        if len > 0 {
-            out.push(task.mm.pin(v.iov_base as u64, len, write)?);
+        vecs.push((v.iov_base as u64, len));
+    }
+    let mut out = Vec::with_capacity(vecs.len());
+    for (base, len) in vecs {
+        if len == 0 {
+            continue;
+        }
+        match task.mm.pin_prefix(base, len, write) {
+            Ok(p) => {
+                let short = p.len() < len;
+                out.push(p);
+                if short {
+                    break;
+                }
+            }
+            Err(e) if out.is_empty() => return Err(e.into()),
+            Err(_) => break,
         }
     }
     Ok(out)
@@ -187,6 +210,10 @@ pub fn lseek(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Ok(f.ops.seek_stream(off, whence)?);
     }
     let mut cur = f.offset.lock().unwrap();
+    if f.ops.ignores_offset() {
+        *cur = 0;
+        return Ok(0);
+    }
     let base = match whence {
         g::SEEK_SET => 0,
         g::SEEK_CUR => *cur as i64,

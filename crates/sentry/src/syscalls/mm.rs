@@ -8,9 +8,11 @@ use crate::errno::Errno;
 use crate::mm::{Backing, MapFlags, PAGE, SharedMemory, USER_TOP, page_up};
 use crate::task::Task;
 
-fn prot_to_access(prot: u64) -> Result<Access, Errno> {
+/// The access `prot` asks for. mprotect refuses unknown bits (`strict`);
+/// mmap ignores them, as Linux does.
+fn prot_to_access(prot: u64, strict: bool) -> Result<Access, Errno> {
     let known = (g::PROT_READ | g::PROT_WRITE | g::PROT_EXEC | g::PROT_GROWSDOWN | g::PROT_GROWSUP) as u64;
-    if prot & !known != 0 {
+    if strict && prot & !known != 0 {
         return Err(Errno::EINVAL);
     }
     Ok(Access {
@@ -22,7 +24,7 @@ fn prot_to_access(prot: u64) -> Result<Access, Errno> {
 
 pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (addr, len, prot, flags, fd, off) = (a[0], a[1], a[2], a[3] as u32, a[4] as i32, a[5]);
-    let access = prot_to_access(prot)?;
+    let access = prot_to_access(prot, false)?;
     let kind = flags & g::MAP_TYPE;
     if len == 0 || !off.is_multiple_of(PAGE) || !matches!(kind, g::MAP_SHARED | g::MAP_PRIVATE | g::MAP_SHARED_VALIDATE)
     {
@@ -95,7 +97,7 @@ pub fn munmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn mprotect(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let access = prot_to_access(a[2])?;
+    let access = prot_to_access(a[2], true)?;
     task.mm.protect(a[0], a[1], access)?;
     Ok(0)
 }

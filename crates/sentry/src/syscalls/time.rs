@@ -59,8 +59,13 @@ pub fn clock_getres(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if a[1] == 0 {
         return Ok(0);
     }
-    let coarse = matches!(c, Clock::Known(ClockId::RealtimeCoarse | ClockId::MonotonicCoarse));
-    write_ts(task, a[1], 0, if coarse { 4_000_000 } else { 1 })
+    // The host's answer: the coarse clocks tick at its HZ.
+    let id = match c {
+        Clock::Known(id) => id,
+        Clock::Tai => ClockId::Realtime,
+    };
+    let r = rustix::time::clock_getres(id);
+    write_ts(task, a[1], r.tv_sec, r.tv_nsec)
 }
 
 pub fn gettimeofday(task: &mut Task, a: &[u64; 6]) -> SysResult {

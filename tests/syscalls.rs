@@ -1,0 +1,144 @@
+//! The system call families a single-threaded program uses, one C program
+//! each (tests/c), run natively and in the sandbox: both must pass and print
+//! the same, so every expectation is Linux's own.
+
+mod common;
+
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{c_program, c_test, c_test_sandbox_only, cordon, scratch_dir};
+
+/// The fixture the C programs read:
+///   data      10000 bytes, byte i = i % 251, mode 0644
+///   empty     an empty file
+///   link      -> data
+///   dangling  -> nowhere
+///   loop      -> loop
+///   dir/      holding a, b, c
+///   dirlink   -> dir
+///   chain0 -> chain1 -> ... -> chain40 -> data
+fn fixture(name: &str) -> PathBuf {
+    let d = scratch_dir(name);
+    let data: Vec<u8> = (0..10000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(d.join("data"), data).unwrap();
+    std::fs::set_permissions(d.join("data"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(d.join("empty"), b"").unwrap();
+    symlink("data", d.join("link")).unwrap();
+    symlink("nowhere", d.join("dangling")).unwrap();
+    symlink("loop", d.join("loop")).unwrap();
+    std::fs::create_dir(d.join("dir")).unwrap();
+    std::fs::set_permissions(d.join("dir"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for f in ["a", "b", "c"] {
+        std::fs::write(d.join("dir").join(f), f).unwrap();
+    }
+    symlink("dir", d.join("dirlink")).unwrap();
+    for i in 0..41 {
+        let next = if i == 40 { "data".to_string() } else { format!("chain{}", i + 1) };
+        symlink(next, d.join(format!("chain{i}"))).unwrap();
+    }
+    d.canonicalize().unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn files() {
+    require_kvm!();
+    let d = fixture("files");
+    c_test("files", &[s(&d), "/etc"]);
+}
+
+#[test]
+fn fd_table_and_close_on_exec() {
+    require_kvm!();
+    c_test("fdtable", &[]);
+}
+
+#[test]
+fn memory() {
+    require_kvm!();
+    let d = fixture("memory");
+    c_test("memory", &[s(&d)]);
+}
+
+#[test]
+fn errno_cases() {
+    require_kvm!();
+    let d = fixture("errnos");
+    c_test("errnos", &[s(&d)]);
+}
+
+#[test]
+fn process_time_and_system_info() {
+    require_kvm!();
+    c_test("sysinfo", &[]);
+}
+
+/// The checks of sysinfo.c the sandbox fails because of bugs outside the
+/// files this suite may change (syscalls/process.rs and signal.rs):
+/// set*id reads argument registers the call does not have, and futex does
+/// not refuse a misaligned word.
+#[test]
+#[ignore = "setuid/setgid and futex alignment: bugs in syscalls/{process,signal}.rs"]
+fn process_time_and_system_info_strict() {
+    require_kvm!();
+    c_test("sysinfo", &["strict"]);
+}
+
+#[test]
+fn read_only_root() {
+    require_kvm!();
+    let d = fixture("rofs");
+    c_test_sandbox_only("rofs", &[], &[s(&d)]);
+}
+
+/// Peak resident memory, in KiB, of `cordon run` with `args`, as wait4
+/// reports it for that child alone; with its exit status. (The child is
+/// reaped by wait4 itself, which std's Child does not know.)
+#[allow(clippy::zombie_processes)]
+fn sandbox_maxrss(args: &[&str]) -> (i64, i32, String) {
+    let child = Command::new(cordon())
+        .arg("run")
+        .arg("--")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cordon");
+    let pid = child.id() as libc::pid_t;
+    let mut stderr = child.stderr.expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own unwaited child; status and ru are valid
+    // exclusive pointers for the call.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let code = std::process::ExitStatus::from_raw(status).code().unwrap_or(-1);
+    (ru.ru_maxrss, code, reader.join().unwrap_or_default())
+}
+
+#[test]
+fn sparse_gigabyte_costs_little_host_memory() {
+    require_kvm!();
+    let d = fixture("sparse");
+    let prog = c_program("memory", "static");
+    let (maxrss_kib, code, err) = sandbox_maxrss(&[s(&prog), s(&d)]);
+    assert_eq!(code, 0, "memory test failed in the sandbox:\n{err}");
+    assert!(
+        maxrss_kib < 200 * 1024,
+        "cordon's peak RSS was {} MiB running a program that touches a few pages of a 1 GiB mapping",
+        maxrss_kib / 1024
+    );
+}
