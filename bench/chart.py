@@ -1,8 +1,8 @@
 """Draw a results JSON of bench/run as a PNG: per case, one bar per sandbox
 platform giving its median time relative to native (log scale; 1 = as fast
 as native), with a tick at the ratio of the minimums. A platform on which a
-case did not run gets "not run" where its bar would be (the reason is in the
-table and the JSON).
+case did not run gets its status ("unsupported", "crashed", "timeout") where
+its bar would be; the reason is in the table and the JSON.
 
 Usage: chart.py RESULTS.json OUT.png  (bench/run calls it in bench/.venv,
 where matplotlib is installed.)
@@ -32,7 +32,7 @@ def main(src: str, dst: str) -> None:
     known = [r for r in ratios if r]
     floor = min([0.5] + known) / 1.5
     for j, p in enumerate(plats):
-        xs, hs, mins, na = [], [], [], []
+        xs, hs, mins, missing = [], [], [], []
         for i, c in enumerate(cases):
             x = i - 0.4 + width * (j + 0.5)
             r = c["results"][p]
@@ -41,11 +41,11 @@ def main(src: str, dst: str) -> None:
                 hs.append(r["ratio_median"])
                 mins.append(r["ratio_min"])
             else:
-                na.append(x)
+                missing.append((x, r["status"] if r["status"] != "ok" else "no native"))
         ax.bar(xs, [h - floor for h in hs], width, bottom=floor, label=p, color=COLORS.get(p, None))
         ax.scatter(xs, mins, marker="_", color="black", s=60, zorder=3, linewidths=1)
-        for x in na:
-            ax.text(x, floor * 1.15, "not run", rotation=90, ha="center", va="bottom", fontsize=8,
+        for x, why in missing:
+            ax.text(x, floor * 1.15, why, rotation=90, ha="center", va="bottom", fontsize=8,
                     color=COLORS.get(p, "grey"))
     ax.set_yscale("log")
     ax.set_ylim(floor, max([10] + known) * 4)
