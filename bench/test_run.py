@@ -87,6 +87,20 @@ class RunOne(unittest.TestCase):
         self.assertEqual(o.status, "timeout")
 
 
+class OutputCheck(unittest.TestCase):
+    def test_output_unlike_natives_is_wrong(self):
+        env, digests = dict(os.environ), {}
+        native, same, other = run.Series(), run.Series(), run.Series()
+        run.check_output(TRUE, run.Platform("native", []), SETTINGS, 30, env, native, digests)
+        run.check_output(TRUE, fake('exec "$@"'), SETTINGS, 30, env, same, digests)
+        run.check_output(TRUE, fake('echo different'), SETTINGS, 30, env, other, digests)
+        self.assertEqual(native.wrong_output, "")
+        self.assertEqual(same.wrong_output, "")
+        self.assertIn("differs from native", other.wrong_output)
+        other.samples = [1.0]
+        self.assertEqual(other.summary()["status"], "wrong-output")
+
+
 class Summaries(unittest.TestCase):
     def test_min_median_and_partial_failures(self):
         se = run.Series(samples=[3.0, 1.0, 2.0], failures=[run.Outcome(False, reason="r", status="unsupported")])
