@@ -1,0 +1,126 @@
+"""Tests of bench/run's own logic: how a run's output becomes a number or a
+reason, for every way a run can end. Fake "platforms" are shell snippets put
+before the real command, so no sandbox is needed:
+
+    /usr/bin/python3 bench/test_run.py
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import unittest
+from pathlib import Path
+
+_path = str(Path(__file__).resolve().parent / "run")
+_loader = importlib.machinery.SourceFileLoader("bench_run", _path)
+_spec = importlib.util.spec_from_loader("bench_run", _loader)
+run = importlib.util.module_from_spec(_spec)
+sys.modules["bench_run"] = run  # dataclasses look their module up there
+_loader.exec_module(run)
+
+SETTINGS = run.Settings(quick=True, seconds=0.01)
+GETPID = next(c for c in run.CASES if c.name == "getpid")
+TRUE = next(c for c in run.CASES if c.name == "startup_true")
+
+
+def fake(script: str, marker: str = "fake:") -> "run.Platform":
+    """A platform that runs `script` with the real command as "$@"."""
+    return run.Platform("fake", ["/bin/sh", "-c", script, "sh"], marker=marker)
+
+
+class RunOne(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        run.build_c()
+
+    def one(self, case, plat, timeout=30.0):
+        return run.run_one(case, plat, SETTINGS, timeout, dict(os.environ))
+
+    def test_native_micro_gives_a_number(self):
+        o = self.one(GETPID, run.Platform("native", []))
+        self.assertTrue(o.ok, o.reason)
+        self.assertGreater(o.value_ns, 0)
+
+    def test_native_spawn_gives_a_number(self):
+        o = self.one(TRUE, run.Platform("native", []))
+        self.assertTrue(o.ok, o.reason)
+        self.assertGreater(o.value_ns, 0)
+
+    def test_success_keeps_the_sandbox_messages(self):
+        o = self.one(GETPID, fake('echo "fake: unsupported system call x" >&2; exec "$@"'))
+        self.assertTrue(o.ok, o.reason)
+        self.assertEqual(o.warnings, ["fake: unsupported system call x"])
+
+    def test_failure_prefers_the_sandbox_line(self):
+        o = self.one(GETPID, fake('echo "program: noise" >&2; echo "fake: unsupported system call fork (57)" >&2; exit 3'))
+        self.assertFalse(o.ok)
+        self.assertEqual(o.status, "unsupported")
+        self.assertEqual(o.reason, "fake: unsupported system call fork (57) [exit status 3]")
+
+    def test_failure_without_a_sandbox_line_gives_the_first_line(self):
+        o = self.one(GETPID, fake('echo "first" >&2; echo "second" >&2; exit 1', marker=""))
+        self.assertEqual((o.status, o.reason), ("unsupported", "first [exit status 1]"))
+
+    def test_silent_failure_gives_the_exit_status(self):
+        o = self.one(GETPID, fake("exit 0"))
+        self.assertEqual((o.status, o.reason), ("unsupported", "no result line in the output [exit status 0]"))
+
+    def test_spawn_failure_reports_the_inner_exit_status(self):
+        o = self.one(TRUE, fake('echo "fake: no pipes" >&2; exit 2'))
+        self.assertEqual((o.status, o.reason), ("unsupported", "fake: no pipes [exit status 2]"))
+
+    def test_signal_is_a_crash(self):
+        o = self.one(GETPID, fake("kill -SEGV $$"))
+        self.assertEqual((o.status, o.reason), ("crashed", "no result line in the output [killed by signal SIGSEGV]"))
+        o = self.one(TRUE, fake("kill -ABRT $$"))
+        self.assertEqual(o.status, "crashed")
+        self.assertIn("killed by signal SIGABRT", o.reason)
+
+    def test_panic_is_a_crash(self):
+        o = self.one(GETPID, fake("echo \"thread 'main' panicked at src/x.rs:1:1:\" >&2; exit 101"))
+        self.assertEqual(o.status, "crashed")
+        self.assertIn("panicked at", o.reason)
+
+    def test_timeout_kills_the_run(self):
+        o = self.one(GETPID, fake("sleep 30"), timeout=0.5)
+        self.assertEqual(o.status, "timeout")
+
+
+class OutputCheck(unittest.TestCase):
+    def test_output_unlike_natives_is_wrong(self):
+        env, digests = dict(os.environ), {}
+        native, same, other = run.Series(), run.Series(), run.Series()
+        run.check_output(TRUE, run.Platform("native", []), SETTINGS, 30, env, native, digests)
+        run.check_output(TRUE, fake('exec "$@"'), SETTINGS, 30, env, same, digests)
+        run.check_output(TRUE, fake('echo different'), SETTINGS, 30, env, other, digests)
+        self.assertEqual(native.wrong_output, "")
+        self.assertEqual(same.wrong_output, "")
+        self.assertIn("differs from native", other.wrong_output)
+        other.samples = [1.0]
+        self.assertEqual(other.summary()["status"], "wrong-output")
+
+
+class Summaries(unittest.TestCase):
+    def test_min_median_and_partial_failures(self):
+        se = run.Series(samples=[3.0, 1.0, 2.0], failures=[run.Outcome(False, reason="r", status="unsupported")])
+        d = se.summary()
+        self.assertEqual((d["status"], d["min"], d["median"]), ("ok", 1.0, 2.0))
+        self.assertEqual(d["failed_rounds"], ["r"])
+
+    def test_all_failed(self):
+        se = run.Series(failures=[run.Outcome(False, reason="why", status="crashed")])
+        self.assertEqual(se.summary()["status"], "crashed")
+        self.assertEqual(se.summary()["reason"], "why")
+
+    def test_ratio_needs_numbers_on_both_sides(self):
+        results = {"c": {"native": {"status": "ok", "median": 2.0, "min": 1.0},
+                         "a": {"status": "ok", "median": 8.0, "min": 2.0},
+                         "b": {"status": "unsupported"}}}
+        self.assertEqual(run.ratios(results, "c", "a"), (4.0, 2.0))
+        self.assertIsNone(run.ratios(results, "c", "b"))
+        self.assertIsNone(run.ratios(results, "c", "native"))
+
+
+if __name__ == "__main__":
+    unittest.main()
