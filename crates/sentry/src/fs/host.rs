@@ -387,6 +387,77 @@ impl Mappable for PageCache {
         self.mf.inc_ref(f);
         Some(f)
     }
+
+    fn prefetch(&self, index: u64, count: u64) {
+        let end = (index + count).min(self.size.div_ceil(PAGE_SIZE));
+        let mut pages = self.pages.lock().unwrap();
+        let mut i = index;
+        while i < end {
+            if pages.contains_key(&i) {
+                i += 1;
+                continue;
+            }
+            let mut run = i + 1;
+            while run < end && run - i < PREFETCH_MAX && !pages.contains_key(&run) {
+                run += 1;
+            }
+            let mut frames = Vec::new();
+            if self.mf.allocate_many((run - i) as usize, &mut frames).is_err() {
+                return;
+            }
+            match self.read_pages(i, &frames) {
+                Ok(()) => {
+                    for (k, f) in frames.into_iter().enumerate() {
+                        pages.insert(i + k as u64, f);
+                    }
+                }
+                Err(_) => {
+                    for f in frames {
+                        self.mf.dec_ref(f);
+                    }
+                    return;
+                }
+            }
+            i = run;
+        }
+    }
+}
+
+/// The most pages one `prefetch` read brings in.
+const PREFETCH_MAX: u64 = 256;
+
+impl PageCache {
+    /// Fills `frames` with the file's pages from `index` on, by one vectored
+    /// read where the host allows; bytes past the end of the file are zero.
+    fn read_pages(&self, index: u64, frames: &[Frame]) -> Result<(), FsError> {
+        self.mf.populate(frames);
+        let mut bufs: Vec<IoSliceMut<'_>> = frames
+            .iter()
+            .map(|f| {
+                // SAFETY: the frames were just allocated for this cache and
+                // are not yet visible to anyone else; each is one page of
+                // the memory file's mapping.
+                IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(self.mf.frame_ptr(*f), PAGE_SIZE as usize) })
+            })
+            .collect();
+        let total = frames.len() as u64 * PAGE_SIZE;
+        let mut done = 0u64;
+        let mut slices = &mut bufs[..];
+        while done < total {
+            match rustix::io::preadv(&self.fd, slices, index * PAGE_SIZE + done) {
+                Ok(0) => break,
+                Ok(n) => {
+                    done += n as u64;
+                    IoSliceMut::advance_slices(&mut slices, n);
+                }
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // Frames come zeroed from the allocator, so a short read (the file's
+        // last page, or a file that shrank) leaves zeros behind.
+        Ok(())
+    }
 }
 
 impl Drop for PageCache {

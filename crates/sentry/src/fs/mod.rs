@@ -142,6 +142,10 @@ pub trait Mappable: Send + Sync {
     fn cached(&self, _index: u64) -> Option<Frame> {
         None
     }
+    /// Brings pages `[index, index + count)` into memory in as few host
+    /// reads as possible, so that `page` on each of them is then a lookup.
+    /// Only a hint: errors are left for `page` to report.
+    fn prefetch(&self, _index: u64, _count: u64) {}
 }
 
 /// The type of a file.

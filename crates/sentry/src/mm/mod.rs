@@ -686,6 +686,11 @@ impl MemoryManager {
         let write_page = |va: u64| writes.is_some_and(|(s, e)| va >= s && va < e);
         let mut new_pages: Vec<(u64, Page)> = Vec::new();
         let mut anon_missing: Vec<u64> = Vec::new();
+        if let Backing::File { file, offset, .. } = &vma.backing
+            && (start..end).step_by(PAGE as usize).any(|va| !st.pages.contains_key(&va))
+        {
+            file.prefetch((offset + (start - vma.start)) / PAGE, (end - start) / PAGE);
+        }
         let mut va = start;
         while va < end {
             match st.pages.get(&va).copied() {
