@@ -9,7 +9,7 @@
 mod file;
 mod refcount;
 
-pub use file::{MemoryFile, MemoryStats};
+pub use file::{DEFAULT_RECYCLE_LIMIT, Invalidator, MemoryFile, MemoryStats};
 
 /// Size of a frame and of a page.
 pub const PAGE_SIZE: u64 = 4096;

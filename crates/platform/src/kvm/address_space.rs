@@ -96,8 +96,9 @@ impl AddressSpace for KvmAddressSpace {
             }
             std::mem::take(&mut inner.stale)
         };
-        // Frames that were freed are punched out of the file, which also
-        // drops KVM's translations of them; the rest are invalidated here.
+        // Reclaiming drops KVM's translations of every freed frame (by
+        // punching or through the invalidator); the frames still in use are
+        // invalidated here.
         self.shared.mem.reclaim();
         stale.retain(|f| self.shared.mem.ref_count(*f) > 0);
         self.shared.guest.invalidate(&self.shared.vm, &mut stale);

@@ -152,12 +152,12 @@ impl Vcpu {
             rflags: flags,
         };
         if self.location != Location::User {
-            let frame =
-                [0, regs.rax, 0, 0, regs.rip, supervisor::USER_CS as u64, flags, regs.rsp, supervisor::USER_DS as u64];
+            let base = self.area.frame_base(false);
+            let frame = [regs.rip, supervisor::USER_CS as u64, flags, regs.rsp, supervisor::USER_DS as u64];
             for (i, w) in frame.iter().enumerate() {
-                shared.mem.write_u64(self.area.frame_word_offset(i), *w);
+                shared.mem.write_u64(self.area.stack_word_offset(base + 8 * i as u64), *w);
             }
-            k.rsp = self.area.frame_base();
+            k.rsp = base;
             k.rip = supervisor::return_entry();
             k.rflags = 0x2;
         }
@@ -174,30 +174,32 @@ impl Vcpu {
         regs.rflags = k.rflags;
     }
 
-    /// Reads an exit frame: the app's registers and (cr2, vector, error).
-    fn read_frame(&mut self, shared: &Shared, regs: &mut Registers) -> Result<(u64, u64, u64), PlatformError> {
+    /// Reads the exit frame of an exception (`vector`) or of a CPL-0
+    /// syscall (`None`) into the app's registers; returns the error code.
+    fn read_frame(&mut self, shared: &Shared, regs: &mut Registers, vector: Option<u64>) -> Result<u64, PlatformError> {
         let k = *self.regs();
-        if k.rsp != self.area.frame_base() {
+        let error_code = vector.is_some_and(supervisor::has_error_code);
+        let base = self.area.frame_base(error_code);
+        if k.rsp != base {
             return Err(PlatformError::CpuFailure(format!(
-                "exception inside the entry code (rip {:#x}, rsp {:#x})",
+                "exception {vector:?} inside the entry code (rip {:#x}, rsp {:#x})",
                 k.rip, k.rsp
             )));
         }
-        let w: Vec<u64> =
-            (0..supervisor::FRAME_WORDS).map(|i| shared.mem.read_u64(self.area.frame_word_offset(i))).collect();
-        if w[5] != supervisor::USER_CS as u64 {
+        let word = |i: u64| shared.mem.read_u64(self.area.stack_word_offset(base + 8 * i));
+        let (error, f) = if error_code { (word(0), 1) } else { (0, 0) };
+        let (rip, cs, rflags, rsp) = (word(f), word(f + 1), word(f + 2), word(f + 3));
+        if cs != supervisor::USER_CS as u64 {
             return Err(PlatformError::CpuFailure(format!(
-                "exception {} in supervisor mode at {:#x} (cr2 {:#x}, error {:#x})",
-                w[2], w[4], w[0], w[3]
+                "exception {vector:?} in supervisor mode at {rip:#x} (error {error:#x})"
             )));
         }
         copy_gprs(&k, regs);
-        regs.rax = w[1];
-        regs.rip = w[4];
-        regs.rflags = w[6];
-        regs.rsp = w[7];
+        regs.rip = rip;
+        regs.rflags = rflags;
+        regs.rsp = rsp;
         self.location = Location::Kernel;
-        Ok((w[0], w[2], w[3]))
+        Ok(error)
     }
 
     fn run_once(&mut self) -> Result<Exit, PlatformError> {
@@ -328,9 +330,19 @@ impl Context for KvmContext {
                         })
                     }
                 }
-                Exit::MmioWrite(gpa) if gpa == mmio + supervisor::EXCEPTION_MMIO_OFFSET => {
-                    let (cr2, vec, error) = v.read_frame(shared, regs)?;
+                Exit::MmioWrite(gpa)
+                    if (mmio + supervisor::EXCEPTION_MMIO_OFFSET
+                        ..mmio + supervisor::EXCEPTION_MMIO_OFFSET + 32 * 8)
+                        .contains(&gpa) =>
+                {
+                    let vec = (gpa - mmio - supervisor::EXCEPTION_MMIO_OFFSET) / 8;
+                    let error = v.read_frame(shared, regs, Some(vec))?;
                     if vec == vector::PAGE_FAULT as u64 {
+                        // CR2 is the one thing the frame lacks. KVM stores
+                        // it in the run area on every exit, which costs less
+                        // than the emulated ring-0 instructions it would
+                        // take to save it in the guest.
+                        let cr2 = v.fd.sync_regs().sregs.cr2;
                         v.counts.page_faults += 1;
                         Event::Fault(fault_from(cr2, error))
                     } else {
@@ -339,7 +351,7 @@ impl Context for KvmContext {
                     }
                 }
                 Exit::MmioWrite(gpa) if gpa == mmio + supervisor::KERNEL_SYSCALL_MMIO_OFFSET => {
-                    v.read_frame(shared, regs)?;
+                    v.read_frame(shared, regs, None)?;
                     v.counts.syscalls += 1;
                     Event::Syscall
                 }

@@ -151,6 +151,26 @@ impl GuestMemory {
         }
     }
 
+    /// What the memory file calls before it reuses a freed frame without
+    /// punching it: drops the frame from KVM's mapping, and with it every
+    /// translation KVM holds of it.
+    pub(crate) fn invalidator(&self) -> memory::Invalidator {
+        let base = self.base.as_ptr() as usize;
+        let size = self.size;
+        Box::new(move |first: Frame, n: u64| {
+            if first.offset() + n * PAGE_SIZE > size {
+                return false;
+            }
+            // SAFETY: the range is inside KVM's shared mapping of the memory
+            // file, which is never unmapped (see `new`); dropping pages of a
+            // shared mapping keeps their contents in the file.
+            unsafe {
+                madvise((base + first.offset() as usize) as *mut _, (n * PAGE_SIZE) as usize, Advice::LinuxDontNeed)
+            }
+            .is_ok()
+        })
+    }
+
     /// Invalidates every cached translation of `frames`.
     pub(crate) fn invalidate(&self, vm: &VmFd, frames: &mut [Frame]) {
         if frames.is_empty() {

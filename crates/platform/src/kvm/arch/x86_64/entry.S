@@ -39,38 +39,27 @@ cordon_guest_probe:
     .globl cordon_guest_kernel_page
 cordon_guest_kernel_page:
 
-/* One 16-byte stub per exception vector 0..31. Vectors without a CPU error
- * code push a zero so every frame has the same shape. */
+/* One 16-byte stub per exception vector 0..31, a single store to the
+ * vector's word of the exception MMIO page. The frame the CPU pushed (error
+ * code where the vector has one, then rip, cs, rflags, rsp, ss) is the exit
+ * frame; no register is touched. Every instruction of guest ring-0 code is
+ * emulated on PVM, so one instruction in and one out is the whole budget. */
     .globl cordon_guest_vectors
 cordon_guest_vectors:
     .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
     .balign 16
-    .if (\n == 8) || (\n == 10) || (\n == 11) || (\n == 12) || (\n == 13) || (\n == 14) || (\n == 17) || (\n == 21) || (\n == 29) || (\n == 30)
-    .else
-    push $0
-    .endif
-    push $\n
-    jmp exception_common
+    movabs %eax, {EXCEPTION_MMIO} + 8 * \n
     .endr
 
-/* Frame at exit, from the stack pointer up:
- *   cr2, rax, vector, error code, rip, cs, rflags, rsp, ss
- * The host reads and rewrites it in place, then resumes at
- * cordon_guest_return, which unwinds it. */
-exception_common:
-    push %rax
-    mov %cr2, %rax
-    push %rax
-    movabs %eax, {EXCEPTION_MMIO}
+/* The host resumes here with rsp at an iretq frame it has written. */
+    .balign 16
     .globl cordon_guest_return
 cordon_guest_return:
-    add $8, %rsp
-    pop %rax
-    add $16, %rsp
     iretq
 
-/* LSTAR where `syscall` arrives at CPL 0: build the same frame on this vCPU's
- * kernel stack (found through KERNEL_GS_BASE) and leave the same way. */
+/* LSTAR where `syscall` arrives at CPL 0: build an iretq frame on this
+ * vCPU's kernel stack (found through KERNEL_GS_BASE) and leave. rcx and r11
+ * hold the return address and flags, as the syscall ABI says. */
     .globl cordon_guest_syscall_kernel
 cordon_guest_syscall_kernel:
     swapgs
@@ -81,10 +70,6 @@ cordon_guest_syscall_kernel:
     push %r11
     push ${USER_CS}
     push %rcx
-    push $0
-    push ${SYSCALL_VECTOR}
-    push %rax
-    push $0
     swapgs
     movabs %eax, {KERNEL_SYSCALL_MMIO}
     jmp cordon_guest_return

@@ -65,11 +65,13 @@ pub const TSS_SELECTOR: u16 = 0x40;
 /// Number of GDT entries (the TSS descriptor takes two).
 pub const GDT_ENTRIES: u16 = 10;
 
-/// The vector field of a frame built by the CPL-0 syscall entry.
-pub const SYSCALL_VECTOR: u64 = 0x80;
-/// Number of words in an exit frame: cr2, rax, vector, error, rip, cs,
-/// rflags, rsp, ss.
-pub const FRAME_WORDS: usize = 9;
+/// Words of an iretq frame: rip, cs, rflags, rsp, ss.
+pub const IRET_FRAME_WORDS: usize = 5;
+
+/// Whether the CPU pushes an error code for exception `vector`.
+pub fn has_error_code(vector: u64) -> bool {
+    matches!(vector, 8 | 10..=14 | 17 | 21 | 29 | 30)
+}
 
 core::arch::global_asm!(
     include_str!("entry.S"),
@@ -80,7 +82,6 @@ core::arch::global_asm!(
     PERCPU_STACK_TOP = const PERCPU_STACK_TOP,
     USER_DS = const USER_DS,
     USER_CS = const USER_CS,
-    SYSCALL_VECTOR = const SYSCALL_VECTOR,
     options(att_syntax)
 );
 
@@ -159,14 +160,17 @@ pub struct VcpuArea {
 }
 
 impl VcpuArea {
-    /// Guest address of an exit frame taken from user mode.
-    pub fn frame_base(&self) -> u64 {
-        self.stack_top - (FRAME_WORDS as u64) * 8
+    /// Guest address of the exit frame an exception from user mode leaves
+    /// (the CPU's iretq frame, below the error code if the vector has one);
+    /// also where the host writes the frame to return to user mode with.
+    pub fn frame_base(&self, error_code: bool) -> u64 {
+        self.stack_top - (IRET_FRAME_WORDS as u64 + error_code as u64) * 8
     }
-    /// Memory-file offset of word `i` of the exit frame.
-    pub fn frame_word_offset(&self, i: usize) -> u64 {
-        let page_off = (self.frame_base() & 0xfff) + 8 * i as u64;
-        self.stack_top_frame.offset() + page_off
+    /// Memory-file offset of the stack word at guest address `addr`, which
+    /// must lie in the top page of the kernel stack.
+    pub fn stack_word_offset(&self, addr: u64) -> u64 {
+        debug_assert!(addr < self.stack_top && addr >= self.stack_top - 4096);
+        self.stack_top_frame.offset() + (addr & 0xfff)
     }
 }
 
@@ -343,8 +347,12 @@ mod tests {
         let mem = MemoryFile::new(16 << 20).unwrap();
         let sup = Supervisor::new(&mem, 1 << 32).unwrap();
         let a = sup.add_vcpu(&mem, 3).unwrap();
-        assert_eq!(a.frame_base() + 72, a.stack_top);
-        assert_eq!(a.frame_word_offset(8) % 4096, 4088, "ss is the last word of the stack page");
+        assert_eq!(a.frame_base(false) + 40, a.stack_top);
+        assert_eq!(a.frame_base(true) + 48, a.stack_top);
+        assert_eq!(a.stack_word_offset(a.frame_base(false) + 32) % 4096, 4088, "ss is the last word of the stack page");
+        assert_eq!(a.stack_word_offset(a.frame_base(false)) / 4096, a.stack_top_frame.number());
+        assert!(has_error_code(14) && has_error_code(13) && has_error_code(8));
+        assert!(!has_error_code(0) && !has_error_code(3) && !has_error_code(6) && !has_error_code(16));
         // The percpu data holds the stack top for the CPL-0 syscall path.
         let mut w = [0u8; 8];
         let percpu = sup.frames().into_iter().find(|f| {
