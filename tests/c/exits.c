@@ -7,6 +7,7 @@
  *   signals=N    N SIGUSR1s raised and handled
  *   file=N       first read of each of N pages of a private mapping of a
  *                file (this program itself, capped at its size)
+ *   clock=N      N clock_gettime(CLOCK_MONOTONIC) calls through libc
  * It prints what it did, so the native run and the sandboxed run can be
  * compared too. */
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096L
@@ -114,6 +116,17 @@ static void phase_file(long n) {
     munmap((void *)p, n * PAGE);
 }
 
+static void phase_clock(long n) {
+    struct timespec prev = {0, 0}, t;
+    long backwards = 0;
+    for (long i = 0; i < n; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        backwards += t.tv_sec < prev.tv_sec || (t.tv_sec == prev.tv_sec && t.tv_nsec < prev.tv_nsec);
+        prev = t;
+    }
+    printf("clock: %ld reads, %ld went backwards\n", n, backwards);
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
@@ -133,6 +146,8 @@ int main(int argc, char **argv) {
             phase_signals(n);
         else if (!strcmp(argv[i], "file"))
             phase_file(n);
+        else if (!strcmp(argv[i], "clock"))
+            phase_clock(n);
         else {
             fprintf(stderr, "unknown phase %s\n", argv[i]);
             return 2;

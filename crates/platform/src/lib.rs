@@ -139,6 +139,10 @@ pub trait Platform: Send + Sync {
     /// Gives back memory held only as a cache (page-table frames waiting
     /// for reuse), so that what remains in use is what is live.
     fn release_cached(&self);
+    /// `Some(khz)` while application code reading the TSC on any vCPU sees
+    /// the host's TSC value, ticking at `khz`: the sandbox's clock page can
+    /// then be read without a syscall. `None` once that cannot be promised.
+    fn guest_tsc_khz(&self) -> Option<u64>;
 }
 
 /// An address space as the platform sees it: which virtual pages map which

@@ -17,6 +17,7 @@ use crate::loader::AuxFacts;
 use crate::stats::Stats;
 use crate::task::{ExitStatus, ProcessTree};
 use crate::timers::Timers;
+use crate::vdso::Clock;
 
 impl Drop for Kernel {
     fn drop(&mut self) {
@@ -49,6 +50,8 @@ pub struct Kernel {
     pub procs: Mutex<ProcessTree>,
     pub futexes: Futexes,
     pub timers: Arc<Timers>,
+    /// The clocks applications read, through the vDSO or by syscall.
+    pub clock: Arc<Clock>,
     next_tid: AtomicI32,
     reported: Mutex<HashSet<u64>>,
     host_threads: Mutex<Vec<JoinHandle<()>>>,
@@ -65,6 +68,7 @@ impl Kernel {
         root_mount: Arc<Mount>,
         config: KernelConfig,
         facts: AuxFacts,
+        clock: Arc<Clock>,
     ) -> Arc<Kernel> {
         let k = Arc::new(Kernel {
             platform,
@@ -78,6 +82,7 @@ impl Kernel {
             procs: Mutex::new(ProcessTree::default()),
             futexes: Futexes::default(),
             timers: Arc::new(Timers::default()),
+            clock,
             next_tid: AtomicI32::new(1),
             reported: Mutex::new(HashSet::new()),
             host_threads: Mutex::new(Vec::new()),
@@ -86,6 +91,7 @@ impl Kernel {
             init_done: Condvar::new(),
         });
         k.timers.start(Arc::downgrade(&k));
+        k.clock.start();
         k
     }
 
@@ -159,6 +165,7 @@ impl Kernel {
             }
         }
         self.timers.stop();
+        self.clock.stop();
         // What remains cached is not in use by anyone: release it so the
         // account of memory at exit shows only what is live.
         self.root.inode.release_caches();

@@ -17,3 +17,4 @@ pub mod stats;
 pub mod syscalls;
 pub mod task;
 pub mod timers;
+pub mod vdso;

@@ -94,6 +94,8 @@ pub struct TimeSplit {
 pub struct Report {
     pub platform: &'static str,
     pub vm_entries: u64,
+    /// Clock reads were answered in the guest by the vDSO.
+    pub vdso_clock: bool,
     pub exits: Vec<ExitLine>,
     pub syscalls: Vec<SyscallLine>,
     pub faults: Faults,
@@ -135,6 +137,7 @@ impl Report {
         Report {
             platform: kernel.platform.name(),
             vm_entries: e.entries,
+            vdso_clock: kernel.clock.usable(),
             exits,
             syscalls,
             faults: Faults {
@@ -164,7 +167,13 @@ impl Report {
         let mut s = String::new();
         let t = &self.time;
         let pct = |ns: u64| 100.0 * ns as f64 / t.task_threads_ns.max(1) as f64;
-        let _ = writeln!(s, "cordon profile ({} platform, {} VM entries)", self.platform, self.vm_entries);
+        let _ = writeln!(
+            s,
+            "cordon profile ({} platform, {} VM entries, clocks read {})",
+            self.platform,
+            self.vm_entries,
+            if self.vdso_clock { "in the guest" } else { "by syscall" }
+        );
         let _ = writeln!(
             s,
             "time: wall {:.1} ms; task threads {:.1} ms = guest {:.1} ms ({:.0}%) + sentry {:.1} ms ({:.0}%) + registers {:.1} ms ({:.0}%) + other {:.1} ms ({:.0}%)",

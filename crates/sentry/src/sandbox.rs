@@ -18,6 +18,7 @@ use crate::mm::MemoryManager;
 use crate::profile::{Report, Resources};
 use crate::signal::{SigHandlers, SigInfo, SigSet, code};
 use crate::task::{ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task};
+use crate::vdso::{Clock, Vdso};
 
 /// What to run and how.
 #[derive(Clone, Debug)]
@@ -114,6 +115,12 @@ impl Sandbox {
             hwcap2: 0,
             min_signal_stack: crate::arch::min_signal_stack(),
             clock_ticks: 100,
+            vdso: None,
+        };
+        let clock = Clock::new(mf.clone(), platform.clone()).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        let facts = AuxFacts {
+            vdso: Some(Arc::new(Vdso::new(&mf, &clock).map_err(|e| SandboxError::Setup(e.to_string()))?)),
+            ..facts
         };
         let kernel = Kernel::new(
             platform,
@@ -121,6 +128,7 @@ impl Sandbox {
             Mount::new("hostfs", config.rootfs.display().to_string(), true, root),
             KernelConfig { rootfs: config.rootfs.clone(), strace: config.strace, hostname },
             facts,
+            clock,
         );
         kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, dev::new_devfs()));
         let procfs = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));

@@ -12,6 +12,7 @@ pub use stack::{AuxEntry, StackImage, build_stack};
 
 use crate::fs::{Dentry, FileOps, FileType, FsError, Lookup, OpenFile, OpenFlags, Resolver};
 use crate::mm::MemoryManager;
+use crate::vdso::Vdso;
 
 /// Longest `#!` line considered (Linux's BINPRM_BUF_SIZE).
 const SHEBANG_MAX: usize = 256;
@@ -149,6 +150,8 @@ pub struct AuxFacts {
     pub hwcap2: u64,
     pub min_signal_stack: u64,
     pub clock_ticks: u64,
+    /// Mapped into every new program when present.
+    pub vdso: Option<Arc<Vdso>>,
 }
 
 /// The strings a new program starts with.
@@ -186,6 +189,7 @@ pub fn load(
         entry = im.bias + iinfo.entry;
     }
     mm.set_brk_start(main.end);
+    let vdso = facts.vdso.as_ref().map(|v| v.map_into(mm)).transpose().map_err(|_| LoadError::NoMemory)?;
     let phdr = main.bias + info.phdr_vaddr;
     let image = StackImage {
         argv,
@@ -211,7 +215,10 @@ pub fn load(
             AuxEntry::ExecFn(linux_raw_sys::auxvec::AT_EXECFN as u64),
             AuxEntry::Platform(linux_raw_sys::auxvec::AT_PLATFORM as u64),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_MINSIGSTKSZ as u64, facts.min_signal_stack),
-        ],
+        ]
+        .into_iter()
+        .chain(vdso.map(|at| AuxEntry::Value(linux_raw_sys::auxvec::AT_SYSINFO_EHDR as u64, at)))
+        .collect(),
     };
     let (sp, auxv) = build_stack(mm, &image)?;
     Ok(Loaded { entry, stack_pointer: sp, brk_start: main.end, load_bias: main.bias, auxv })

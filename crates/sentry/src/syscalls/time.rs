@@ -8,6 +8,7 @@ use rustix::time::ClockId;
 use super::{SysError, SysResult};
 use crate::errno::Errno;
 use crate::task::{BlockError, RestartBlock, Task, block_on};
+use crate::vdso::ClockKind;
 
 /// The host clock behind a clock id.
 #[derive(Clone, Copy)]
@@ -16,7 +17,24 @@ enum Clock {
     Tai,
 }
 
-fn now(c: Clock) -> rustix::time::Timespec {
+/// The sandbox's own clock behind a host clock, if it keeps one.
+fn kept(id: ClockId) -> Option<ClockKind> {
+    match id {
+        ClockId::Monotonic | ClockId::MonotonicCoarse => Some(ClockKind::Monotonic),
+        ClockId::Realtime | ClockId::RealtimeCoarse => Some(ClockKind::Realtime),
+        ClockId::Boottime => Some(ClockKind::Boottime),
+        _ => None,
+    }
+}
+
+/// The time on `c`: what the vDSO answers for the clocks it serves (so the
+/// two never disagree), the host's clock for the rest.
+fn now(task: &Task, c: Clock) -> rustix::time::Timespec {
+    if let Clock::Known(id) = c
+        && let Some(ns) = kept(id).and_then(|k| task.kernel.clock.now(k))
+    {
+        return rustix::time::Timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) };
+    }
     match c {
         Clock::Known(id) => rustix::time::clock_gettime(id),
         Clock::Tai => rustix::time::clock_gettime_dynamic(rustix::time::DynamicClockId::Tai)
@@ -50,7 +68,7 @@ fn write_ts(task: &Task, addr: u64, sec: i64, nsec: i64) -> SysResult {
 }
 
 pub fn clock_gettime(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let t = now(clock_of(a[0])?);
+    let t = now(task, clock_of(a[0])?);
     write_ts(task, a[1], t.tv_sec, t.tv_nsec)
 }
 
@@ -69,7 +87,7 @@ pub fn clock_getres(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn gettimeofday(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let t = rustix::time::clock_gettime(ClockId::Realtime);
+    let t = now(task, Clock::Known(ClockId::Realtime));
     if a[0] != 0 {
         let mut tv = <g::__kernel_old_timeval as crate::abi::Pod>::zeroed();
         tv.tv_sec = t.tv_sec;
@@ -83,7 +101,7 @@ pub fn gettimeofday(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn time(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let t = rustix::time::clock_gettime(ClockId::Realtime).tv_sec as u64;
+    let t = now(task, Clock::Known(ClockId::Realtime)).tv_sec as u64;
     if a[0] != 0 {
         task.mm.write_pod(a[0], &t)?;
     }
@@ -137,7 +155,7 @@ pub fn clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
     let d = read_ts(task, a[2])?;
     if a[1] as u32 & g::TIMER_ABSTIME != 0 {
-        let n = now(clock);
+        let n = now(task, clock);
         let left = d.saturating_sub(Duration::new(n.tv_sec as u64, n.tv_nsec as u32));
         return sleep_until(task, Instant::now() + left, None);
     }
