@@ -29,11 +29,12 @@ def fake(script: str, marker: str = "fake:") -> "run.Platform":
     return run.Platform("fake", ["/bin/sh", "-c", script, "sh"], marker=marker)
 
 
-class RunOne(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        run.build_c()
+def setUpModule():
+    # Every class runs the C programs; build them before any class starts.
+    run.build_c()
 
+
+class RunOne(unittest.TestCase):
     def one(self, case, plat, timeout=30.0):
         return run.run_one(case, plat, SETTINGS, timeout, dict(os.environ))
 
