@@ -48,13 +48,13 @@ pub struct Dentry {
 impl Dentry {
     /// The root of a mount with no parent (the sandbox root).
     pub fn root(mount: Arc<Mount>) -> Arc<Dentry> {
-        let ino = mount.root.stat().map(|s| s.ino).unwrap_or(0);
+        let ino = mount.root.ino().unwrap_or(0);
         Arc::new(Dentry { name: Vec::new(), parent: None, inode: mount.root.clone(), mount, ino })
     }
 
     /// A child of this dentry.
     pub fn child(self: &Arc<Self>, name: &[u8], inode: Arc<dyn Inode>, mount: Arc<Mount>) -> Arc<Dentry> {
-        let ino = inode.stat().map(|s| s.ino).unwrap_or(0);
+        let ino = inode.ino().unwrap_or(0);
         Arc::new(Dentry { name: name.to_vec(), parent: Some(self.clone()), inode, mount, ino })
     }
 

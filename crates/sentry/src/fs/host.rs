@@ -105,6 +105,7 @@ pub struct HostInode {
     fs: Arc<HostFs>,
     fd: OwnedFd,
     ftype: FileType,
+    ino: u64,
 }
 
 fn stat_from(x: &rustix::fs::Statx) -> Stat {
@@ -141,7 +142,7 @@ fn statx_fd(fd: &OwnedFd) -> Result<Stat, FsError> {
 impl HostInode {
     fn from_fd(fs: Arc<HostFs>, fd: OwnedFd) -> Result<Self, FsError> {
         let st = statx_fd(&fd)?;
-        Ok(HostInode { fs, fd, ftype: st.file_type() })
+        Ok(HostInode { fs, fd, ftype: st.file_type(), ino: st.ino })
     }
 
     fn check_fs_type(fd: &OwnedFd) -> Result<(), FsError> {
@@ -160,6 +161,10 @@ impl Inode for HostInode {
 
     fn stat(&self) -> Result<Stat, FsError> {
         statx_fd(&self.fd)
+    }
+
+    fn ino(&self) -> Result<u64, FsError> {
+        Ok(self.ino)
     }
 
     fn lookup(&self, name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
@@ -201,6 +206,7 @@ impl Inode for HostInode {
                         fs: self.fs.clone(),
                         fd: self.fd.try_clone().map_err(|e| FsError::Host(Errno::from_io(&e)))?,
                         ftype: self.ftype,
+                        ino: self.ino,
                     },
                 }))
             }

@@ -381,6 +381,11 @@ pub trait Inode: Send + Sync + 'static {
     fn file_type(&self) -> FileType;
     /// Current metadata.
     fn stat(&self) -> Result<Stat, FsError>;
+    /// The inode number, which never changes; inodes that learned it when
+    /// they were made save a stat.
+    fn ino(&self) -> Result<u64, FsError> {
+        self.stat().map(|s| s.ino)
+    }
     /// The child called `name` (never "." or "..").
     fn lookup(&self, _name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
         Err(FsError::NotDirectory)
