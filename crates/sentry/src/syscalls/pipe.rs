@@ -179,10 +179,28 @@ pub fn poll(task: &mut Task, a: &[u64; 6]) -> SysResult {
     poll_common(task, a[0], a[1], deadline)
 }
 
+/// ppoll and pselect6 report the time left in their timespec (unless it
+/// was zero), also when interrupted, so a restart waits only for the rest.
+fn write_time_left(task: &Task, addr: u64, timeout: Option<Duration>, deadline: Option<Instant>) -> SysResult {
+    let (Some(t), Some(d)) = (timeout, deadline) else { return Ok(0) };
+    if t.is_zero() {
+        return Ok(0);
+    }
+    let left = d.saturating_duration_since(Instant::now());
+    let mut ts = <g::__kernel_timespec as crate::abi::Pod>::zeroed();
+    ts.tv_sec = left.as_secs() as _;
+    ts.tv_nsec = left.subsec_nanos() as _;
+    task.mm.write_pod(addr, &ts)?;
+    Ok(0)
+}
+
 pub fn ppoll(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let deadline = read_timespec(task, a[2])?.map(|d| Instant::now() + d);
+    let timeout = read_timespec(task, a[2])?;
+    let deadline = timeout.map(|d| Instant::now() + d);
     set_temporary_mask(task, a[3], a[4])?;
-    poll_common(task, a[0], a[1], deadline)
+    let r = poll_common(task, a[0], a[1], deadline);
+    write_time_left(task, a[2], timeout, deadline)?;
+    r
 }
 
 /// select's three descriptor sets, as poll items.
@@ -270,10 +288,13 @@ pub fn select(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn pselect6(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let deadline = read_timespec(task, a[4])?.map(|d| Instant::now() + d);
+    let timeout = read_timespec(task, a[4])?;
+    let deadline = timeout.map(|d| Instant::now() + d);
     if a[5] != 0 {
         let ss: [u64; 2] = task.mm.read_pod(a[5])?;
         set_temporary_mask(task, ss[0], ss[1])?;
     }
-    select_common(task, a[0], [a[1], a[2], a[3]], deadline)
+    let r = select_common(task, a[0], [a[1], a[2], a[3]], deadline);
+    write_time_left(task, a[4], timeout, deadline)?;
+    r
 }

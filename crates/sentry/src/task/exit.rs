@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use linux_raw_sys::general as g;
 
-use super::signals::{group_exit, notify_parent};
+use super::signals::{group_exit, notify};
 use super::{ExitStatus, Task, ThreadGroup};
 use crate::kernel::Kernel;
 use crate::signal::{SigInfo, flags};
@@ -138,26 +138,45 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
             super::send_to_group(kernel, o, SigInfo::kernel(sig));
         }
     }
-    if let Some(init) = kernel.procs.lock().unwrap().group(INIT_PID)
-        && orphans.iter().any(|o| o.state.lock().unwrap().zombie)
-    {
-        init.child_events.notify_all();
-    }
-    let autoreap = parent.as_ref().is_some_and(|p| {
-        let h = p.handlers();
-        let a = h.lock().unwrap().get(g::SIGCHLD);
-        a.handler == crate::signal::SIG_IGN || a.flags & flags::SA_NOCLDWAIT != 0
-    });
-    tg.state.lock().unwrap().zombie = true;
-    let (code, st) = status.child_code();
-    notify_parent(kernel, tg, code, st);
-    if autoreap {
-        kernel.procs.lock().unwrap().remove_process(tg.tgid);
-        if let Some(p) = &parent {
-            p.child_events.notify_all();
+    // Zombies among them are reported to their new parent, which may reap
+    // them at once.
+    let init = kernel.procs.lock().unwrap().group(INIT_PID);
+    if let Some(init) = &init {
+        for o in orphans.iter().filter(|o| o.state.lock().unwrap().zombie) {
+            report_exit(kernel, o, Some(init));
         }
     }
+    report_exit(kernel, tg, parent.as_ref());
     if tg.tgid == INIT_PID {
         kernel.init_exited(status);
+    }
+}
+
+/// Tells the parent of a dead process: SIGCHLD (or its exit signal) and a
+/// wake-up of its waits. A parent that ignores SIGCHLD or set SA_NOCLDWAIT
+/// never sees the child as a zombie: it is reaped before the parent hears
+/// of it.
+fn report_exit(kernel: &Kernel, tg: &Arc<ThreadGroup>, parent: Option<&Arc<ThreadGroup>>) {
+    let (status, exit_signal) = {
+        let st = tg.state.lock().unwrap();
+        (st.exit.expect("dead processes have a status"), st.exit_signal)
+    };
+    let autoreap = exit_signal == g::SIGCHLD
+        && parent.is_some_and(|p| {
+            let h = p.handlers();
+            let a = h.lock().unwrap().get(g::SIGCHLD);
+            a.handler == crate::signal::SIG_IGN || a.flags & flags::SA_NOCLDWAIT != 0
+        });
+    {
+        // Under the tree lock, so a wait sees either a zombie or nothing.
+        let mut tree = kernel.procs.lock().unwrap();
+        if autoreap {
+            tree.remove_process(tg.tgid);
+        }
+        tg.state.lock().unwrap().zombie = true;
+    }
+    let (code, st) = status.child_code();
+    if let Some(p) = parent {
+        notify(kernel, p, tg, code, st);
     }
 }

@@ -39,7 +39,7 @@ impl Task {
 
     /// A CPU exception other than a page fault.
     fn exception_signal(&mut self, x: platform::Exception) {
-        let (sig, code) = crate::arch::exception_signal(&x);
+        let (sig, code) = crate::arch::exception_signal(&x, || self.ctx.fp_state().ok());
         let addr = if code == g::SI_KERNEL as i32 { 0 } else { self.regs.rip };
         let info = SigInfo { signo: sig, errno: 0, code, fields: SigFields::Fault { addr } };
         self.force_signal(info, (x.error_code, x.vector as u64, 0));

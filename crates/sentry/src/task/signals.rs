@@ -53,7 +53,14 @@ pub fn notify_parent(kernel: &Kernel, child: &ThreadGroup, code: i32, status: i3
         let tree = kernel.procs.lock().unwrap();
         tree.parent_of(child.tgid).and_then(|p| tree.group(p))
     };
-    let Some(parent) = parent else { return };
+    if let Some(parent) = parent {
+        notify(kernel, &parent, child, code, status);
+    }
+}
+
+/// [`notify_parent`] with the parent given (a child reaped at once is no
+/// longer in the process tree when its parent hears of it).
+pub(super) fn notify(kernel: &Kernel, parent: &Arc<ThreadGroup>, child: &ThreadGroup, code: i32, status: i32) {
     let exiting = code != g::CLD_STOPPED as i32 && code != g::CLD_CONTINUED as i32;
     let signo = if exiting { child.state.lock().unwrap().exit_signal } else { g::SIGCHLD };
     if signo != 0 {
@@ -72,7 +79,7 @@ pub fn notify_parent(kernel: &Kernel, child: &ThreadGroup, code: i32, status: i3
                     stime: 0,
                 },
             };
-            send_to_group(kernel, &parent, info);
+            send_to_group(kernel, parent, info);
         }
     }
     parent.child_events.notify_all();
