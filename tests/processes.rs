@@ -30,6 +30,8 @@ c_tests! {
     pgrp,
     pipes,
     poll_select,
+    timers,
+    prctl_orphans,
 }
 
 /// SIGBUS past the end of a file mapping. Fails until the memory manager

@@ -8,7 +8,7 @@ use linux_raw_sys::general as g;
 use super::signals::{group_exit, notify};
 use super::{ExitStatus, Task, ThreadGroup};
 use crate::kernel::Kernel;
-use crate::signal::{SigInfo, flags};
+use crate::signal::{SigInfo, code, flags};
 
 /// How a task leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +115,33 @@ pub fn exit_thread(mut task: Task) {
     drop(task);
     if last {
         exit_process(&kernel, &tg);
+    } else {
+        thread_orphans(&kernel, &tg, tid);
+    }
+}
+
+/// A thread that is not its process's last has exited: children it created
+/// pass to another thread of the process, and those that asked for a
+/// parent-death signal get it (Linux counts the creating thread as the
+/// parent).
+fn thread_orphans(kernel: &Kernel, tg: &ThreadGroup, tid: i32) {
+    let Some(heir) = tg.main_thread().map(|t| t.tid()) else { return };
+    let children: Vec<Arc<ThreadGroup>> = {
+        let tree = kernel.procs.lock().unwrap();
+        tree.children_of(tg.tgid).iter().filter_map(|c| tree.group(*c)).collect()
+    };
+    for c in children {
+        let sig = {
+            let mut st = c.state.lock().unwrap();
+            if st.parent_thread != tid {
+                continue;
+            }
+            st.parent_thread = heir;
+            st.pdeath_signal
+        };
+        if sig != 0 {
+            super::send_to_group(kernel, &c, SigInfo::user(sig, code::SI_USER, tg.tgid));
+        }
     }
 }
 
@@ -124,26 +151,31 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
     *tg.view.lock().unwrap() = None;
     kernel.timers.cancel_process(tg.tgid);
     let status = tg.state.lock().unwrap().exit.expect("set by the last thread");
-    let (orphans, parent) = {
+    let (orphans, parent, reaper) = {
         let mut tree = kernel.procs.lock().unwrap();
-        let orphans = if tg.tgid == INIT_PID { Vec::new() } else { tree.reparent_children(tg.tgid, INIT_PID) };
+        let reaper = tree.new_reaper(tg.tgid, INIT_PID);
+        let orphans = if tg.tgid == INIT_PID { Vec::new() } else { tree.reparent_children(tg.tgid, reaper) };
         let orphans: Vec<Arc<ThreadGroup>> = orphans.iter().filter_map(|p| tree.group(*p)).collect();
         let parent = tree.parent_of(tg.tgid).and_then(|p| tree.group(p));
-        (orphans, parent)
+        (orphans, parent, tree.group(reaper))
     };
     // Children that asked for a signal when their parent dies get it.
     for o in &orphans {
-        let sig = o.state.lock().unwrap().pdeath_signal;
+        let sig = {
+            let mut st = o.state.lock().unwrap();
+            st.parent_thread = 0;
+            st.pdeath_signal
+        };
         if sig != 0 {
-            super::send_to_group(kernel, o, SigInfo::kernel(sig));
+            // Sent as by the dying parent (SEND_SIG_NOINFO).
+            super::send_to_group(kernel, o, SigInfo::user(sig, code::SI_USER, tg.tgid));
         }
     }
     // Zombies among them are reported to their new parent, which may reap
     // them at once.
-    let init = kernel.procs.lock().unwrap().group(INIT_PID);
-    if let Some(init) = &init {
+    if let Some(reaper) = &reaper {
         for o in orphans.iter().filter(|o| o.state.lock().unwrap().zombie) {
-            report_exit(kernel, o, Some(init));
+            report_exit(kernel, o, Some(reaper));
         }
     }
     report_exit(kernel, tg, parent.as_ref());

@@ -27,7 +27,7 @@ pub use clone::{CloneArgs, clone_task};
 pub use exit::{ExitKind, INIT_PID};
 pub use proc_source::{KernelProcSource, online_cpus};
 pub use run::{RestartBlock, current_tgid, run_task};
-pub use signals::{group_exit, notify_parent, send_to_group, send_to_thread};
+pub use signals::{group_exit, notify_parent, send_to_group, send_to_thread, take_signal};
 pub use tree::ProcessTree;
 pub use wait::{WaitFor, WaitOptions, WaitOutcome, wait_child};
 pub use wait_queue::{WaitQueue, Waiter};
@@ -118,7 +118,7 @@ pub struct ProcessInfo {
     pub argv: Vec<Vec<u8>>,
     pub envp: Vec<Vec<u8>>,
     pub auxv: Vec<(u64, u64)>,
-    /// Thread name (prctl PR_SET_NAME, at most 15 bytes).
+    /// Name of the main thread (prctl PR_SET_NAME, at most 15 bytes).
     pub comm: Vec<u8>,
 }
 
@@ -152,6 +152,10 @@ pub struct TaskShared {
     killed: AtomicBool,
     /// CPU time the host thread used, recorded when it exits.
     pub cpu_ns: AtomicU64,
+    /// The thread's name (PR_SET_NAME, at most 15 bytes).
+    pub comm: Mutex<Vec<u8>>,
+    /// PR_SET_NO_NEW_PRIVS: set once, inherited by clone and kept by execve.
+    pub no_new_privs: AtomicBool,
 }
 
 impl TaskShared {
@@ -164,6 +168,8 @@ impl TaskShared {
             interrupter: Mutex::new(None),
             killed: AtomicBool::new(false),
             cpu_ns: AtomicU64::new(0),
+            comm: Mutex::new(Vec::new()),
+            no_new_privs: AtomicBool::new(false),
         })
     }
 
@@ -235,6 +241,14 @@ pub struct GroupState {
     pub children_ns: u64,
     /// Signal sent to this process when its parent dies (PR_SET_PDEATHSIG).
     pub pdeath_signal: u32,
+    /// The thread of the parent that created this process (its parent
+    /// "dies", for PR_SET_PDEATHSIG, when that thread exits); 0 if unknown.
+    pub parent_thread: i32,
+    /// PR_SET_CHILD_SUBREAPER: orphaned descendants come to this process
+    /// rather than to the first one.
+    pub child_subreaper: bool,
+    /// PR_SET_DUMPABLE 0 (reset by execve).
+    pub undumpable: bool,
 }
 
 impl GroupState {

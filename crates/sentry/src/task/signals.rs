@@ -32,6 +32,26 @@ pub enum FrameError {
 /// `restart_syscall`.
 const NR_RESTART_SYSCALL: u64 = 219;
 
+/// Takes the next signal of `allowed` pending for thread `t` (its own
+/// first, then its process's). A POSIX timer's signal gets its overrun
+/// count now; one of a timer re-armed or deleted since is dropped.
+pub fn take_signal(kernel: &Kernel, t: &TaskShared, allowed: SigSet) -> Option<SigInfo> {
+    loop {
+        let mut info = t.sig.lock().unwrap().pending.dequeue(allowed);
+        if info.is_none() {
+            info = t.tg.shared_pending.lock().unwrap().dequeue(allowed);
+        }
+        let mut info = info?;
+        if let SigFields::Timer { key, seq, ref mut overrun, .. } = info.fields {
+            match kernel.timers.signal_taken(key, seq) {
+                Some(o) => *overrun = o,
+                None => continue,
+            }
+        }
+        return Some(info);
+    }
+}
+
 /// Ends every thread of a process with `status` (the first exit wins).
 pub fn group_exit(tg: &ThreadGroup, status: ExitStatus) {
     {
@@ -196,12 +216,8 @@ impl Task {
 
     /// Takes the next deliverable signal: the thread's own first.
     fn dequeue_signal(&self) -> Option<SigInfo> {
-        let mut s = self.shared.sig.lock().unwrap();
-        let allowed = SigSet(!s.mask.0);
-        if let Some(i) = s.pending.dequeue(allowed) {
-            return Some(i);
-        }
-        self.tg.shared_pending.lock().unwrap().dequeue(allowed)
+        let allowed = SigSet(!self.signal_mask().0);
+        take_signal(&self.kernel, &self.shared, allowed)
     }
 
     /// Stops with the process until SIGCONT or death.
