@@ -93,6 +93,12 @@ static void *catcher(void *arg) {
     return (void *)(long)(r == -1 && errno == EINTR);
 }
 
+static void *kill_process_later(void *arg) {
+    usleep(50000);
+    kill(getpid(), SIGUSR1);
+    return NULL;
+}
+
 int main(void) {
     /* sigprocmask: block, unblock, setmask, SIGKILL/SIGSTOP ignored. */
     sigset_t s = set_of(SIGUSR1, SIGKILL), old, cur;
@@ -304,5 +310,15 @@ int main(void) {
     CHECK((long)r == 1);
     CHECK(handler_tid != 0 && handler_tid != syscall(SYS_gettid));
     sigprocmask(SIG_SETMASK, &old, NULL);
+
+    /* A process-directed signal sent by a second thread goes to the main
+     * thread when it can take it (here: asleep in pause), not to the
+     * sender: pause() returns. */
+    install(SIGUSR1, record_tid, 0, NULL);
+    handler_tid = 0;
+    pthread_create(&t, NULL, kill_process_later, NULL);
+    CHECK_ERR(pause(), EINTR);
+    CHECK(handler_tid == syscall(SYS_gettid));
+    pthread_join(t, NULL);
     return done();
 }

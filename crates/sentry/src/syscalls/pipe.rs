@@ -144,9 +144,11 @@ fn set_temporary_mask(task: &Task, addr: u64, size: u64) -> Result<(), SysError>
         return Err(Errno::EINVAL.into());
     }
     let set = SigSet(task.mm.read::<u64>(addr)?);
-    let mut s = task.shared.sig.lock().unwrap();
-    s.saved_mask = Some(s.mask);
-    s.mask = set.blockable();
+    {
+        let mut s = task.shared.sig.lock().unwrap();
+        s.saved_mask = Some(s.mask);
+    }
+    task.shared.set_mask(set);
     Ok(())
 }
 

@@ -46,8 +46,12 @@ pub fn rt_sigaction(task: &mut Task, a: &[u64; 6]) -> SysResult {
         // A signal set to be ignored is discarded if pending.
         let set = SigSet::of(sig);
         task.tg.shared_pending.lock().unwrap().discard(set);
-        for t in task.tg.threads.lock().unwrap().iter() {
+        let threads = task.tg.threads.lock().unwrap().clone();
+        for t in &threads {
             t.sig.lock().unwrap().pending.discard(set);
+        }
+        for t in &threads {
+            t.recalc_sigpending();
         }
     }
     if a[2] != 0 {
@@ -102,8 +106,8 @@ pub fn rt_sigsuspend(task: &mut Task, a: &[u64; 6]) -> SysResult {
     {
         let mut s = task.shared.sig.lock().unwrap();
         s.saved_mask = Some(s.mask);
-        s.mask = set.blockable();
     }
+    task.shared.set_mask(set);
     wait_for_signal()?;
     Ok(0)
 }

@@ -102,6 +102,10 @@ pub fn exit_thread(mut task: Task) {
         threads.retain(|t| !Arc::ptr_eq(t, &task.shared));
         threads.is_empty()
     };
+    // Process signals this thread was to take go to another thread.
+    if !last && task.shared.sig.lock().unwrap().sigpending {
+        super::signals::retarget_shared(&task.shared, crate::signal::SigSet(u64::MAX));
+    }
     kernel.procs.lock().unwrap().remove_thread(tid);
     {
         let mut st = tg.state.lock().unwrap();
