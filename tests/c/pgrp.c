@@ -49,10 +49,16 @@ static int leader_setsid(void) {
 static volatile sig_atomic_t got;
 static void on_usr1(int sig) { got = 1; }
 
-/* kill(0, sig): the caller's whole group, itself included. */
+/* kill(0, sig): the caller's whole group, itself included. SIGUSR1 stays
+ * blocked but while waiting in sigsuspend, so none can be missed. */
 static int kill_own_group(void) {
     setpgid(0, 0);
     signal(SIGUSR1, on_usr1);
+    sigset_t usr1, none;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigemptyset(&none);
+    sigprocmask(SIG_BLOCK, &usr1, NULL);
     int p[2];
     if (pipe(p) != 0) return 1;
     pid_t kids[2];
@@ -61,7 +67,7 @@ static int kill_own_group(void) {
         if (kids[i] == 0) {
             got = 0;
             (void)!write(p[1], "r", 1);
-            while (!got) pause();
+            while (!got) sigsuspend(&none);
             _exit(7);
         }
     }
@@ -70,6 +76,7 @@ static int kill_own_group(void) {
         if (read(p[0], &c, 1) != 1) return 2;
     got = 0;
     if (kill(0, SIGUSR1) != 0) return 3;
+    sigprocmask(SIG_UNBLOCK, &usr1, NULL);
     for (int i = 0; i < 2; i++) {
         int st;
         if (waitpid(kids[i], &st, 0) != kids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 7) return 4;

@@ -4,6 +4,7 @@
  * tgkill and sigqueue; SA_RESETHAND, SA_NODEFER, sa_mask during a handler,
  * SIGKILL and SIGSTOP unblockable and uncatchable, per-thread masks and
  * pending sets. */
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -80,20 +81,26 @@ static void *thread_pending(void *arg) {
 }
 
 static volatile long handler_tid;
-static volatile int catcher_ready;
 static void record_tid(int sig, siginfo_t *si, void *uc) { handler_tid = syscall(SYS_gettid); }
+
+/* Waits with every signal unblocked (it inherits SIGUSR2 blocked, so a
+ * signal cannot come before the wait): EINTR once its handler ran. */
+static volatile long catcher_tid;
 static void *catcher(void *arg) {
+    catcher_tid = syscall(SYS_gettid);
     sigset_t none;
     sigemptyset(&none);
-    pthread_sigmask(SIG_SETMASK, &none, NULL);
-    catcher_ready = 1;
-    /* Woken by the handler (EINTR) or, at worst, after 5 s. */
     struct timespec ts = {5, 0};
-    int r = nanosleep(&ts, NULL);
+    int r = ppoll(NULL, 0, &ts, &none);
     return (void *)(long)(r == -1 && errno == EINTR);
 }
 
+/* Sends SIGUSR1 to the whole process, not blocking it itself. */
 static void *kill_process_later(void *arg) {
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
     usleep(50000);
     kill(getpid(), SIGUSR1);
     return NULL;
@@ -304,21 +311,28 @@ int main(void) {
     s = set_of(SIGUSR2, 0);
     sigprocmask(SIG_BLOCK, &s, &old);
     pthread_create(&t, NULL, catcher, NULL);
-    while (!catcher_ready) usleep(1000);
+    while (!catcher_tid) usleep(1000);
+    usleep(20000);
     kill(getpid(), SIGUSR2);
     pthread_join(t, &r);
     CHECK((long)r == 1);
-    CHECK(handler_tid != 0 && handler_tid != syscall(SYS_gettid));
+    CHECK(handler_tid == catcher_tid);
     sigprocmask(SIG_SETMASK, &old, NULL);
 
     /* A process-directed signal sent by a second thread goes to the main
-     * thread when it can take it (here: asleep in pause), not to the
-     * sender: pause() returns. */
+     * thread when it can take it (here: waiting in ppoll), not to the
+     * sender, which could take it too. */
     install(SIGUSR1, record_tid, 0, NULL);
     handler_tid = 0;
+    s = set_of(SIGUSR1, 0);
+    sigprocmask(SIG_BLOCK, &s, &old);
     pthread_create(&t, NULL, kill_process_later, NULL);
-    CHECK_ERR(pause(), EINTR);
+    sigset_t none;
+    sigemptyset(&none);
+    struct timespec five = {5, 0};
+    CHECK_ERR(ppoll(NULL, 0, &five, &none), EINTR);
     CHECK(handler_tid == syscall(SYS_gettid));
     pthread_join(t, NULL);
+    sigprocmask(SIG_SETMASK, &old, NULL);
     return done();
 }

@@ -12,7 +12,7 @@ use crate::errno::Errno;
 use crate::fs::pipe::Pipe;
 use crate::fs::{OpenFile, OpenFlags, POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, POLLPRI, POLLRDNORM, POLLWRNORM};
 use crate::signal::SigSet;
-use crate::task::Task;
+use crate::task::{RestartBlock, Task};
 
 pub fn pipe2(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let flags = a[1] as u32;
@@ -177,8 +177,22 @@ fn poll_common(task: &mut Task, fds_addr: u64, nfds: u64, deadline: Option<Insta
 
 pub fn poll(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let timeout = a[2] as i32;
-    let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    poll_common(task, a[0], a[1], deadline)
+    if timeout < 0 {
+        return poll_common(task, a[0], a[1], None);
+    }
+    poll_until(task, a[0], a[1], Instant::now() + Duration::from_millis(timeout as u64))
+}
+
+/// poll with a deadline: interrupted by a signal without a handler, it goes
+/// on until the same deadline (through restart_syscall).
+pub fn poll_until(task: &mut Task, fds: u64, nfds: u64, deadline: Instant) -> SysResult {
+    match poll_common(task, fds, nfds, Some(deadline)) {
+        Err(SysError::Errno(Errno::ERESTARTNOHAND)) => {
+            task.restart_block = Some(RestartBlock::Poll { fds, nfds, deadline });
+            Err(Errno::ERESTART_RESTARTBLOCK.into())
+        }
+        r => r,
+    }
 }
 
 /// ppoll and pselect6 report the time left in their timespec (unless it
