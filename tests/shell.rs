@@ -81,9 +81,13 @@ fn kill_background_job() {
     require_kvm!();
     same("TERM", "sleep 10 & p=$!; kill -TERM $p; wait $p; echo $?");
     same("KILL", "sleep 10 & p=$!; kill -KILL $p; wait $p; echo $?");
+    // Killed only once its trap is in place (SIGTERM in its SigCgt).
     same(
         "a job that traps TERM",
-        "sh -c 'trap \"exit 42\" TERM; while :; do sleep 0.05; done' & p=$!; sleep 0.3; kill $p; wait $p; echo $?",
+        "sh -c 'trap \"exit 42\" TERM; while :; do sleep 0.05; done' & p=$!; \
+         i=0; until c=$(awk '/^SigCgt/ {print $2}' /proc/$p/status) && [ $(( 0x$c & 0x4000 )) -ne 0 ] \
+         || [ $i -ge 1000 ]; do i=$((i+1)); sleep 0.01; done; \
+         kill $p; wait $p; echo $?",
     );
     same(
         "kill 0 checks existence",

@@ -92,7 +92,7 @@ static long elapsed_ms(const struct timespec *t0) {
 }
 
 /* Each call (which waits 1 s) runs in a child of its own; all are stopped
- * with SIGSTOP after 100 ms and continued 500 ms later. With no handler
+ * with SIGSTOP after 100 ms and continued 1.5 s later. With no handler
  * involved each goes on transparently and must end between its `min` and
  * `max` ms after it began. Sets each child's exit code in `codes` (0 if
  * so). */
@@ -118,7 +118,7 @@ static void stopped_midway(const struct stopped_call *calls, int n, int *codes) 
         kill(pids[i], SIGSTOP);
         waitpid(pids[i], &st, WUNTRACED);
     }
-    ms_sleep(500);
+    ms_sleep(1500);
     for (int i = 0; i < n; i++) kill(pids[i], SIGCONT);
     for (int i = 0; i < n; i++)
         codes[i] = waitpid(pids[i], &st, 0) == pids[i] && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -262,12 +262,13 @@ int main(void) {
     CHECK(hits >= 1);
 
     /* Stopped and continued with no handler: calls with a timeout carry
-     * on to their first deadline (about 1 s, not 1.6 s)... but select
+     * on to their first deadline, passed while they were stopped, so they
+     * end as soon as they continue (at 1.6 s, not 2.6 s)... but select
      * restarts with the time that was left when it was stopped, so the
-     * stop is added (about 1.5 s). */
+     * stop is added (2.5 s). */
     static const struct stopped_call stopped[] = {
-        {poll_1s, 950, 1450}, {nanosleep_1s, 950, 1450}, {futex_1s, 950, 1450},
-        {sem_1s, 950, 1450},  {select_1s, 1350, 2500},
+        {poll_1s, 1550, 2300}, {nanosleep_1s, 1550, 2300}, {futex_1s, 1550, 2300},
+        {sem_1s, 1550, 2300},  {select_1s, 2350, 4000},
     };
     int codes[5];
     stopped_midway(stopped, 5, codes);
