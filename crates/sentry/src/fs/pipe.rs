@@ -219,7 +219,13 @@ impl Pipe {
             {
                 let mut st = self.state.lock().unwrap();
                 if st.readers == 0 {
-                    return if done > 0 { Ok(done) } else { Err(FsError::BrokenPipe) };
+                    drop(st);
+                    if done == 0 {
+                        return Err(FsError::BrokenPipe);
+                    }
+                    // Part went in: the count, and SIGPIPE all the same.
+                    crate::task::signal_current(linux_raw_sys::general::SIGPIPE);
+                    return Ok(done);
                 }
                 if !st.full() {
                     let k = PAGE.min(data.len() - done);

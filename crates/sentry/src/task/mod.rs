@@ -27,7 +27,7 @@ pub use clone::{CloneArgs, clone_task};
 pub use exit::{ExitKind, INIT_PID};
 pub use proc_source::{KernelProcSource, online_cpus};
 pub use run::{RestartBlock, current_tgid, run_task};
-pub use signals::{group_exit, notify_parent, send_to_group, send_to_thread, take_signal};
+pub use signals::{group_exit, notify_parent, send_to_group, send_to_thread, signal_current, take_signal};
 pub use tree::ProcessTree;
 pub use wait::{WaitFor, WaitOptions, WaitOutcome, wait_child};
 pub use wait_queue::{WaitQueue, Waiter};

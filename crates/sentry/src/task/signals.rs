@@ -223,6 +223,21 @@ pub fn send_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) {
     }
 }
 
+/// A signal the calling thread sends itself from code that has no task at
+/// hand: a pipe write cut short by the reader leaving returns its count
+/// and raises SIGPIPE all the same.
+pub fn signal_current(sig: u32) {
+    let Some(t) = super::block::current_opt() else { return };
+    let mask = t.sig.lock().unwrap().mask;
+    if discarded(&t.tg, sig, mask) {
+        return;
+    }
+    t.sig.lock().unwrap().pending.enqueue(SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid));
+    if !mask.contains(sig) {
+        t.signal_wake_up();
+    }
+}
+
 /// Linux's retarget_shared_pending: process signals in `which` that `t`
 /// will not take (it blocks them now, or is exiting) are handed to other
 /// threads that can take them.
