@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int t_checks, t_failures;
+/* volatile: tests that siglongjmp out of signal handlers must not lose counts
+ * kept in registers. */
+static volatile int t_checks, t_failures;
 
 #define CHECK(cond)                                                                                  \
     do {                                                                                             \

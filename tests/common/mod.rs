@@ -79,9 +79,26 @@ pub fn native(program: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
 
 /// Asserts that sandboxed and native runs agree on stdout and exit status.
 pub fn assert_same(what: &str, sandboxed: &Output, native: &Output) {
+    compare(what, sandboxed, native.status.code(), native);
+}
+
+/// An exit status as a shell reports it: the code, or 128 + the signal
+/// that killed the process (what cordon itself exits with then).
+pub fn shell_status(out: &Output) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    out.status.code().or_else(|| out.status.signal().map(|s| 128 + s))
+}
+
+/// Like [`assert_same`], for programs that may die of a signal: the
+/// native death by signal N must be the sandbox's exit status 128 + N.
+pub fn assert_same_shell_status(what: &str, sandboxed: &Output, native: &Output) {
+    compare(what, sandboxed, shell_status(native), native);
+}
+
+fn compare(what: &str, sandboxed: &Output, expected_code: Option<i32>, native: &Output) {
     assert_eq!(
         sandboxed.status.code(),
-        native.status.code(),
+        expected_code,
         "{what}: exit status differs\nsandbox stderr:\n{}",
         String::from_utf8_lossy(&sandboxed.stderr)
     );
@@ -91,6 +108,20 @@ pub fn assert_same(what: &str, sandboxed: &Output, native: &Output) {
         "{what}: stdout differs\nsandbox stderr:\n{}",
         String::from_utf8_lossy(&sandboxed.stderr)
     );
+}
+
+/// Starts `cordon run -- args...` with stdout and stderr piped, for tests
+/// that watch or signal it while it runs.
+pub fn spawn_cordon(args: &[&str]) -> std::process::Child {
+    Command::new(cordon())
+        .arg("run")
+        .arg("--")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cordon")
 }
 
 /// Runs a C test program natively and in the sandbox in each variant; both

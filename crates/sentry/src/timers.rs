@@ -111,18 +111,19 @@ impl Timers {
                 let Some(k) = kernel.upgrade() else { continue };
                 // Sending takes task locks; not under the timer lock.
                 drop(st);
-                let posix = matches!(info.fields, SigFields::Timer { .. });
-                let queued = if posix && pending(&k, target, info.signo) { false } else { deliver(&k, target, info) };
+                let posix = match info.fields {
+                    SigFields::Timer { key, seq, .. } => Some((key, seq)),
+                    _ => None,
+                };
+                // A POSIX timer's signal still queued counts this expiry as
+                // an overrun instead of queueing another.
+                let overrun = posix.is_some_and(|(key, seq)| queued(&k, target, info.signo, key, seq));
+                if !overrun {
+                    deliver(&k, target, info);
+                }
                 st = self.state.lock().unwrap();
-                if let Some(t) = st.timers.get_mut(&id) {
-                    if posix && !queued {
-                        // The last signal is still pending: count the
-                        // expiry as an overrun of it.
-                        t.overrun += 1;
-                        t.last_overrun = t.overrun;
-                    } else {
-                        t.overrun = 0;
-                    }
+                if overrun && let Some(t) = st.timers.get_mut(&id) {
+                    t.overrun = t.overrun.saturating_add(1);
                 }
             }
             st = match st.heap.peek() {
@@ -146,19 +147,20 @@ impl Timers {
             let mut next = deadline + t.interval;
             while next <= now {
                 next += t.interval;
-                t.overrun += 1;
+                t.overrun = t.overrun.saturating_add(1);
             }
             t.deadline = Some(next);
         }
         let signal = match t.notify {
             Notify::None => None,
             Notify::Signal { signo, value, target } => {
-                let fields = match t.posix_id {
-                    Some(pid) => SigFields::Timer { id: pid, overrun: t.overrun, value },
-                    None => SigFields::None,
+                let (fields, c) = match t.posix_id {
+                    // The overrun is filled in when the signal is taken.
+                    Some(pid) => {
+                        (SigFields::Timer { id: pid, overrun: 0, value, key: id, seq: t.generation }, code::SI_TIMER)
+                    }
+                    None => (SigFields::None, code::SI_KERNEL),
                 };
-                t.last_overrun = t.overrun;
-                let c = if t.posix_id.is_some() { code::SI_TIMER } else { code::SI_KERNEL };
                 Some((SigInfo { signo, errno: 0, code: c, fields }, target))
             }
         };
@@ -167,6 +169,20 @@ impl Timers {
             st.heap.push(Reverse((d, id, generation)));
         }
         signal
+    }
+
+    /// A POSIX timer's signal is being delivered or taken by sigtimedwait:
+    /// returns the overrun to report, or None if the signal is stale (the
+    /// timer was re-armed or deleted since) and must be dropped.
+    pub fn signal_taken(&self, key: u64, seq: u64) -> Option<i32> {
+        let mut st = self.state.lock().unwrap();
+        let t = st.timers.get_mut(&key)?;
+        if t.generation != seq {
+            return None;
+        }
+        t.last_overrun = t.overrun;
+        t.overrun = 0;
+        Some(t.last_overrun)
     }
 
     fn arm(&self, st: &mut State, id: u64, s: Setting) -> Setting {
@@ -319,16 +335,20 @@ impl Timers {
     }
 }
 
-/// True if `signo` waits to be delivered at the target.
-fn pending(k: &Kernel, target: Target, signo: u32) -> bool {
+/// True if the signal of this arming of a timer waits to be delivered at
+/// the target.
+fn queued(k: &Kernel, target: Target, signo: u32, key: u64, seq: u64) -> bool {
+    let mine = |i: &SigInfo| {
+        i.signo == signo && matches!(i.fields, SigFields::Timer { key: k2, seq: s2, .. } if k2 == key && s2 == seq)
+    };
     match target {
         Target::Process(pid) => {
             let tg = k.procs.lock().unwrap().group(pid);
-            tg.is_some_and(|tg| tg.shared_pending.lock().unwrap().pending().contains(signo))
+            tg.is_some_and(|tg| tg.shared_pending.lock().unwrap().any(mine))
         }
         Target::Thread(tid) => {
             let t = k.procs.lock().unwrap().thread(tid);
-            t.is_some_and(|t| t.sig.lock().unwrap().pending.pending().contains(signo))
+            t.is_some_and(|t| t.sig.lock().unwrap().pending.any(mine))
         }
     }
 }

@@ -1,8 +1,13 @@
-//! Pipes: a buffer between a read end and a write end.
+//! Pipes: a ring of page-sized buffers between a read end and a write end,
+//! as Linux keeps them.
 //!
-//! Writes of up to PIPE_BUF bytes are atomic; a read on an empty pipe with
-//! no writer left is end of file; a write with no reader left is EPIPE (the
-//! caller raises SIGPIPE).
+//! The capacity is a number of slots of one page each. A write first tops
+//! up the last page if its whole remainder-of-a-page part fits there, then
+//! fills fresh pages, one slot each; so a write of up to PIPE_BUF bytes is
+//! atomic, and how much more fits depends on how earlier writes fell into
+//! pages, exactly as on Linux. A read on an empty pipe with no writer left
+//! is end of file; a write with no reader left is EPIPE (the caller raises
+//! SIGPIPE).
 
 use std::collections::VecDeque;
 use std::io::{IoSlice, IoSliceMut};
@@ -13,20 +18,63 @@ use super::synthetic::next_ino;
 use super::{
     FileOps, FileType, FsError, OpenFile, OpenFlags, POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM, Stat,
 };
+use crate::errno::Errno;
 use crate::task::{BlockError, WaitQueue, block_on};
 
 /// Writes up to this size are atomic.
 pub const PIPE_BUF: usize = 4096;
-/// Default capacity (16 pages, as Linux).
-const DEFAULT_CAPACITY: usize = 65536;
-/// Largest capacity F_SETPIPE_SZ may set (/proc/sys/fs/pipe-max-size).
+/// Size of one slot of the ring.
+const PAGE: usize = 4096;
+/// Default number of slots (64 KiB, as Linux).
+const DEFAULT_SLOTS: usize = 16;
+/// Largest capacity an unprivileged F_SETPIPE_SZ may set
+/// (/proc/sys/fs/pipe-max-size).
 pub const MAX_CAPACITY: usize = 1 << 20;
 
+/// One slot: a page's worth of bytes, of which `bytes[read..]` are unread.
+struct Buf {
+    bytes: Vec<u8>,
+    read: usize,
+}
+
 struct State {
-    buf: VecDeque<u8>,
-    capacity: usize,
+    bufs: VecDeque<Buf>,
+    /// Unread bytes in all slots.
+    len: usize,
+    /// Slots the ring may hold (Linux's max_usage).
+    slots: usize,
     readers: usize,
     writers: usize,
+}
+
+impl State {
+    fn full(&self) -> bool {
+        self.bufs.len() >= self.slots
+    }
+
+    /// Moves up to what `bufs` hold out of the pipe; returns the count.
+    fn take(&mut self, bufs: &mut [IoSliceMut<'_>]) -> usize {
+        let mut n = 0;
+        for dst in bufs.iter_mut() {
+            let mut at = 0;
+            while at < dst.len() {
+                let Some(b) = self.bufs.front_mut() else { break };
+                let k = (dst.len() - at).min(b.bytes.len() - b.read);
+                dst[at..at + k].copy_from_slice(&b.bytes[b.read..b.read + k]);
+                b.read += k;
+                at += k;
+                if b.read == b.bytes.len() {
+                    self.bufs.pop_front();
+                }
+            }
+            n += at;
+            self.len -= at;
+            if self.bufs.is_empty() {
+                break;
+            }
+        }
+        n
+    }
 }
 
 /// A pipe.
@@ -34,7 +82,7 @@ pub struct Pipe {
     state: Mutex<State>,
     /// Woken when data arrives or the last writer leaves.
     readable: WaitQueue,
-    /// Woken when space frees up or the last reader leaves.
+    /// Woken when a slot frees up or the last reader leaves.
     writable: WaitQueue,
     ino: u64,
 }
@@ -45,7 +93,7 @@ impl Pipe {
     /// A new pipe and its two ends.
     pub fn new_pair() -> (Arc<dyn FileOps>, Arc<dyn FileOps>) {
         let p = Arc::new(Pipe {
-            state: Mutex::new(State { buf: VecDeque::new(), capacity: DEFAULT_CAPACITY, readers: 1, writers: 1 }),
+            state: Mutex::new(State { bufs: VecDeque::new(), len: 0, slots: DEFAULT_SLOTS, readers: 1, writers: 1 }),
             readable: WaitQueue::default(),
             writable: WaitQueue::default(),
             ino: next_ino(),
@@ -58,25 +106,32 @@ impl Pipe {
         format!("pipe:[{}]", self.ino).into_bytes()
     }
 
+    /// F_GETPIPE_SZ.
     pub fn capacity(&self) -> usize {
-        self.state.lock().unwrap().capacity
+        self.state.lock().unwrap().slots * PAGE
     }
 
-    /// F_SETPIPE_SZ: at least a page, rounded up to a power of two; never
-    /// below what the pipe holds.
+    /// F_SETPIPE_SZ (its argument is an unsigned int): at least a page,
+    /// rounded up to a power of two; never fewer slots than are in use.
     pub fn set_capacity(&self, want: usize) -> Result<usize, FsError> {
-        if want > MAX_CAPACITY {
-            return Err(FsError::PermissionDenied);
+        let want = want as u32;
+        if want > 1 << 31 {
+            return Err(FsError::Invalid);
         }
-        let cap = want.max(4096).next_power_of_two();
+        let size = (want as usize).max(PAGE).next_power_of_two();
+        let slots = size / PAGE;
         let mut st = self.state.lock().unwrap();
-        if cap < st.buf.len() {
-            return Err(FsError::Host(crate::errno::Errno::EBUSY));
+        if slots > st.slots && size > MAX_CAPACITY {
+            // Only CAP_SYS_RESOURCE may go past pipe-max-size.
+            return Err(FsError::Host(Errno::EPERM));
         }
-        st.capacity = cap;
+        if slots < st.bufs.len() {
+            return Err(FsError::Host(Errno::EBUSY));
+        }
+        st.slots = slots;
         drop(st);
         self.writable.notify_all();
-        Ok(cap)
+        Ok(size)
     }
 
     fn stat(&self) -> Stat {
@@ -102,86 +157,94 @@ impl Pipe {
             return Ok(0);
         }
         let nonblock = file.flags().contains(OpenFlags::NONBLOCK);
-        let take = |st: &mut State, bufs: &mut [IoSliceMut<'_>]| -> usize {
-            let mut n = 0;
-            for b in bufs.iter_mut() {
-                let k = b.len().min(st.buf.len());
-                for (d, s) in b[..k].iter_mut().zip(st.buf.drain(..k)) {
-                    *d = s;
-                }
-                n += k;
-                if st.buf.is_empty() {
-                    break;
-                }
-            }
-            n
-        };
-        let mut st = self.state.lock().unwrap();
-        if !st.buf.is_empty() {
-            let n = take(&mut st, bufs);
-            drop(st);
-            self.writable.notify_all();
-            return Ok(n);
-        }
-        if st.writers == 0 {
-            return Ok(0);
-        }
-        if nonblock {
-            return Err(FsError::WouldBlock);
-        }
-        drop(st);
-        let r = block_on(&[&self.readable], None, || {
-            let st = self.state.lock().unwrap();
-            (!st.buf.is_empty() || st.writers == 0).then_some(())
-        });
-        match r {
-            Ok(()) => {
+        loop {
+            {
+                // Checked and taken under one lock: another reader cannot
+                // empty the pipe in between.
                 let mut st = self.state.lock().unwrap();
-                let n = take(&mut st, bufs);
-                drop(st);
-                self.writable.notify_all();
-                Ok(n)
+                if st.len > 0 {
+                    let n = st.take(bufs);
+                    drop(st);
+                    self.writable.notify_all();
+                    return Ok(n);
+                }
+                if st.writers == 0 {
+                    return Ok(0);
+                }
+                if nonblock {
+                    return Err(FsError::WouldBlock);
+                }
             }
-            Err(_) => Err(FsError::Interrupted),
+            let r = block_on(&[&self.readable], None, || {
+                let st = self.state.lock().unwrap();
+                (st.len > 0 || st.writers == 0).then_some(())
+            });
+            if r.is_err() {
+                return Err(FsError::Interrupted);
+            }
         }
     }
 
     fn write(&self, file: &OpenFile, bufs: &[IoSlice<'_>]) -> Result<usize, FsError> {
         let data: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
         if data.is_empty() {
-            return if self.state.lock().unwrap().readers == 0 { Err(FsError::BrokenPipe) } else { Ok(0) };
+            return Ok(0);
         }
         let nonblock = file.flags().contains(OpenFlags::NONBLOCK);
-        let atomic = data.len() <= PIPE_BUF;
         let mut done = 0;
+        {
+            let mut st = self.state.lock().unwrap();
+            if st.readers == 0 {
+                return Err(FsError::BrokenPipe);
+            }
+            // The part of the write beyond whole pages goes into the last
+            // slot if it fits there entirely.
+            let chars = data.len() % PAGE;
+            if chars > 0
+                && let Some(last) = st.bufs.back_mut()
+                && last.bytes.len() + chars <= PAGE
+            {
+                last.bytes.extend_from_slice(&data[..chars]);
+                st.len += chars;
+                done = chars;
+            }
+        }
+        if done > 0 {
+            self.readable.notify_all();
+        }
         loop {
+            if done == data.len() {
+                return Ok(done);
+            }
             {
                 let mut st = self.state.lock().unwrap();
                 if st.readers == 0 {
-                    return if done > 0 { Ok(done) } else { Err(FsError::BrokenPipe) };
+                    drop(st);
+                    if done == 0 {
+                        return Err(FsError::BrokenPipe);
+                    }
+                    // Part went in: the count, and SIGPIPE all the same.
+                    crate::task::signal_current(linux_raw_sys::general::SIGPIPE);
+                    return Ok(done);
                 }
-                let space = st.capacity.saturating_sub(st.buf.len());
-                let rest = data.len() - done;
-                let fits = if atomic { space >= rest } else { space > 0 };
-                if fits {
-                    let k = space.min(rest);
-                    st.buf.extend(&data[done..done + k]);
+                if !st.full() {
+                    let k = PAGE.min(data.len() - done);
+                    let mut bytes = Vec::with_capacity(PAGE);
+                    bytes.extend_from_slice(&data[done..done + k]);
+                    st.bufs.push_back(Buf { bytes, read: 0 });
+                    st.len += k;
                     done += k;
                     drop(st);
                     self.readable.notify_all();
-                    if done == data.len() {
-                        return Ok(done);
-                    }
                     continue;
                 }
             }
             if nonblock {
                 return if done > 0 { Ok(done) } else { Err(FsError::WouldBlock) };
             }
-            let need = if atomic { data.len() - done } else { 1 };
             let r = block_on(&[&self.writable], None, || {
                 let st = self.state.lock().unwrap();
-                (st.readers == 0 || st.capacity.saturating_sub(st.buf.len()) >= need).then_some(())
+                (st.readers == 0 || !st.full()).then_some(())
             });
             if let Err(BlockError::Interrupted) = r {
                 return if done > 0 { Ok(done) } else { Err(FsError::Interrupted) };
@@ -220,12 +283,12 @@ impl FileOps for ReadEnd {
         Ok(self.pipe.stat())
     }
     fn readable_bytes(&self) -> Option<u64> {
-        Some(self.pipe.state.lock().unwrap().buf.len() as u64)
+        Some(self.pipe.state.lock().unwrap().len as u64)
     }
     fn poll(&self) -> u32 {
         let st = self.pipe.state.lock().unwrap();
         let mut m = 0;
-        if !st.buf.is_empty() {
+        if st.len > 0 {
             m |= POLLIN | POLLRDNORM;
         }
         if st.writers == 0 {
@@ -250,10 +313,14 @@ impl FileOps for WriteEnd {
     }
     fn poll(&self) -> u32 {
         let st = self.pipe.state.lock().unwrap();
-        if st.readers == 0 {
-            return POLLERR;
+        let mut m = 0;
+        if !st.full() {
+            m |= POLLOUT | POLLWRNORM;
         }
-        if st.capacity - st.buf.len() >= PIPE_BUF { POLLOUT | POLLWRNORM } else { 0 }
+        if st.readers == 0 {
+            m |= POLLERR;
+        }
+        m
     }
     fn poll_queue(&self) -> Option<&WaitQueue> {
         Some(&self.pipe.writable)

@@ -73,8 +73,10 @@ pub enum SigFields {
     Fault { addr: u64 },
     /// A child changed state.
     Child { pid: i32, uid: u32, status: i32, utime: i64, stime: i64 },
-    /// A POSIX timer expired.
-    Timer { id: i32, overrun: i32, value: u64 },
+    /// A POSIX timer expired. `key` and `seq` name the timer and its
+    /// arming inside the sentry (not part of the ABI): a signal of an
+    /// arming that was replaced, or of a deleted timer, is dropped.
+    Timer { id: i32, overrun: i32, value: u64, key: u64, seq: u64 },
     /// Raw bytes from rt_sigqueueinfo, kept as given past the header.
     Raw([u8; 112]),
 }
@@ -135,7 +137,7 @@ impl SigInfo {
                 put(32, &utime.to_le_bytes());
                 put(40, &stime.to_le_bytes());
             }
-            SigFields::Timer { id, overrun, value } => {
+            SigFields::Timer { id, overrun, value, .. } => {
                 put(16, &id.to_le_bytes());
                 put(20, &overrun.to_le_bytes());
                 put(24, &value.to_le_bytes());
@@ -171,10 +173,12 @@ impl SigQueue {
         self.set
     }
 
-    /// Adds a signal; a standard signal already pending is not queued again.
-    /// Returns false if it was dropped.
+    /// Adds a signal; a standard signal already pending is not queued again
+    /// (except a POSIX timer's, which has a queue entry of its own, as on
+    /// Linux). Returns false if it was dropped.
     pub fn enqueue(&mut self, info: SigInfo) -> bool {
-        if info.signo < SIGRTMIN && self.set.contains(info.signo) {
+        let timer = matches!(info.fields, SigFields::Timer { .. });
+        if info.signo < SIGRTMIN && self.set.contains(info.signo) && !timer {
             return false;
         }
         if self.infos.len() >= MAX_QUEUED && info.signo >= SIGRTMIN {
@@ -206,6 +210,11 @@ impl SigQueue {
             self.set.remove(sig);
         }
         Some(info)
+    }
+
+    /// True if some queued signal passes `f`.
+    pub fn any(&self, f: impl Fn(&SigInfo) -> bool) -> bool {
+        self.infos.iter().any(f)
     }
 
     /// Discards every instance of the signals in `set`.

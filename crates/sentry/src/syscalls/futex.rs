@@ -7,7 +7,7 @@ use rustix::time::ClockId;
 
 use super::{SysError, SysResult};
 use crate::errno::Errno;
-use crate::task::Task;
+use crate::task::{RestartBlock, Task};
 
 fn read_timespec(task: &Task, addr: u64) -> Result<Duration, SysError> {
     let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
@@ -15,6 +15,21 @@ fn read_timespec(task: &Task, addr: u64) -> Result<Duration, SysError> {
         return Err(Errno::EINVAL.into());
     }
     Ok(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+}
+
+/// A futex wait with a timeout. Interrupted by a signal without a handler
+/// it goes on until the same deadline (through restart_syscall), checking
+/// the word again; with a handler it fails with EINTR.
+pub fn wait_until(task: &mut Task, addr: u64, val: u32, bitset: u32, private: bool, deadline: Instant) -> SysResult {
+    let mm = task.mm.clone();
+    match task.kernel.futexes.wait(&mm, addr, private, val, bitset, Some(deadline)) {
+        Ok(()) => Ok(0),
+        Err(Errno::EINTR) => {
+            task.restart_block = Some(RestartBlock::Futex { addr, val, bitset, private, deadline });
+            Err(Errno::ERESTART_RESTARTBLOCK.into())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// An absolute time on `clock` as an instant.
@@ -39,16 +54,20 @@ pub fn futex(task: &mut Task, a: &[u64; 6]) -> SysResult {
         if val2 == 0 { Ok(None) } else { Ok(Some(absolute_deadline(clock, read_timespec(task, val2)?))) }
     };
     match cmd {
-        g::FUTEX_WAIT => {
-            let deadline = relative(task)?;
-            f.wait(&mm, uaddr, private, val, u32::MAX, deadline)?;
-            Ok(0)
-        }
-        g::FUTEX_WAIT_BITSET => {
-            let deadline = absolute(task, clock)?;
-            f.wait(&mm, uaddr, private, val, val3, deadline)?;
-            Ok(0)
-        }
+        g::FUTEX_WAIT => match relative(task)? {
+            Some(d) => wait_until(task, uaddr, val, u32::MAX, private, d),
+            None => {
+                f.wait(&mm, uaddr, private, val, u32::MAX, None)?;
+                Ok(0)
+            }
+        },
+        g::FUTEX_WAIT_BITSET => match absolute(task, clock)? {
+            Some(d) => wait_until(task, uaddr, val, val3, private, d),
+            None => {
+                f.wait(&mm, uaddr, private, val, val3, None)?;
+                Ok(0)
+            }
+        },
         g::FUTEX_WAKE => Ok(f.wake(&mm, uaddr, private, val as usize, u32::MAX) as u64),
         g::FUTEX_WAKE_BITSET => {
             if val3 == 0 {

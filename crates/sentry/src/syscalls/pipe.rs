@@ -12,7 +12,7 @@ use crate::errno::Errno;
 use crate::fs::pipe::Pipe;
 use crate::fs::{OpenFile, OpenFlags, POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, POLLPRI, POLLRDNORM, POLLWRNORM};
 use crate::signal::SigSet;
-use crate::task::Task;
+use crate::task::{RestartBlock, Task};
 
 pub fn pipe2(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let flags = a[1] as u32;
@@ -144,9 +144,11 @@ fn set_temporary_mask(task: &Task, addr: u64, size: u64) -> Result<(), SysError>
         return Err(Errno::EINVAL.into());
     }
     let set = SigSet(task.mm.read::<u64>(addr)?);
-    let mut s = task.shared.sig.lock().unwrap();
-    s.saved_mask = Some(s.mask);
-    s.mask = set.blockable();
+    {
+        let mut s = task.shared.sig.lock().unwrap();
+        s.saved_mask = Some(s.mask);
+    }
+    task.shared.set_mask(set);
     Ok(())
 }
 
@@ -175,14 +177,46 @@ fn poll_common(task: &mut Task, fds_addr: u64, nfds: u64, deadline: Option<Insta
 
 pub fn poll(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let timeout = a[2] as i32;
-    let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    poll_common(task, a[0], a[1], deadline)
+    if timeout < 0 {
+        return poll_common(task, a[0], a[1], None);
+    }
+    poll_until(task, a[0], a[1], Instant::now() + Duration::from_millis(timeout as u64))
+}
+
+/// poll with a deadline: interrupted by a signal without a handler, it goes
+/// on until the same deadline (through restart_syscall).
+pub fn poll_until(task: &mut Task, fds: u64, nfds: u64, deadline: Instant) -> SysResult {
+    match poll_common(task, fds, nfds, Some(deadline)) {
+        Err(SysError::Errno(Errno::ERESTARTNOHAND)) => {
+            task.restart_block = Some(RestartBlock::Poll { fds, nfds, deadline });
+            Err(Errno::ERESTART_RESTARTBLOCK.into())
+        }
+        r => r,
+    }
+}
+
+/// ppoll and pselect6 report the time left in their timespec (unless it
+/// was zero), also when interrupted, so a restart waits only for the rest.
+fn write_time_left(task: &Task, addr: u64, timeout: Option<Duration>, deadline: Option<Instant>) -> SysResult {
+    let (Some(t), Some(d)) = (timeout, deadline) else { return Ok(0) };
+    if t.is_zero() {
+        return Ok(0);
+    }
+    let left = d.saturating_duration_since(Instant::now());
+    let mut ts = <g::__kernel_timespec as crate::abi::Pod>::zeroed();
+    ts.tv_sec = left.as_secs() as _;
+    ts.tv_nsec = left.subsec_nanos() as _;
+    task.mm.write_pod(addr, &ts)?;
+    Ok(0)
 }
 
 pub fn ppoll(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let deadline = read_timespec(task, a[2])?.map(|d| Instant::now() + d);
+    let timeout = read_timespec(task, a[2])?;
+    let deadline = timeout.map(|d| Instant::now() + d);
     set_temporary_mask(task, a[3], a[4])?;
-    poll_common(task, a[0], a[1], deadline)
+    let r = poll_common(task, a[0], a[1], deadline);
+    write_time_left(task, a[2], timeout, deadline)?;
+    r
 }
 
 /// select's three descriptor sets, as poll items.
@@ -270,10 +304,13 @@ pub fn select(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn pselect6(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let deadline = read_timespec(task, a[4])?.map(|d| Instant::now() + d);
+    let timeout = read_timespec(task, a[4])?;
+    let deadline = timeout.map(|d| Instant::now() + d);
     if a[5] != 0 {
         let ss: [u64; 2] = task.mm.read_pod(a[5])?;
         set_temporary_mask(task, ss[0], ss[1])?;
     }
-    select_common(task, a[0], [a[1], a[2], a[3]], deadline)
+    let r = select_common(task, a[0], [a[1], a[2], a[3]], deadline);
+    write_time_left(task, a[4], timeout, deadline)?;
+    r
 }

@@ -347,21 +347,41 @@ pub fn arch_prctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
 pub fn prctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
     match a[0] as u32 {
         pr::PR_SET_NAME => {
-            let mut name = task.mm.read_cstring(a[1], 4096).map_err(|_| Errno::EFAULT)?;
-            name.truncate(15);
-            task.tg.info.lock().unwrap().comm = name;
+            // The calling thread's name; the main thread's is the process's.
+            // Up to 15 bytes or the terminator, never reading past either.
+            let mut name = Vec::with_capacity(15);
+            for i in 0..15 {
+                let mut b = [0u8];
+                task.mm.copy_in(a[1] + i, &mut b)?;
+                if b[0] == 0 {
+                    break;
+                }
+                name.push(b[0]);
+            }
+            if task.tid() == task.tg.tgid {
+                task.tg.info.lock().unwrap().comm = name.clone();
+            }
+            *task.shared.comm.lock().unwrap() = name;
             Ok(0)
         }
         pr::PR_GET_NAME => {
-            let mut name = task.tg.info.lock().unwrap().comm.clone();
+            let mut name = task.shared.comm.lock().unwrap().clone();
             name.resize(16, 0);
             task.mm.copy_out(a[1], &name)?;
             Ok(0)
         }
-        pr::PR_GET_DUMPABLE => Ok(1),
-        pr::PR_SET_DUMPABLE if a[1] <= 1 => Ok(0),
-        pr::PR_SET_NO_NEW_PRIVS if a[1] == 1 => Ok(0),
-        pr::PR_GET_NO_NEW_PRIVS => Ok(1),
+        pr::PR_GET_DUMPABLE => Ok(u64::from(!task.tg.state.lock().unwrap().undumpable)),
+        pr::PR_SET_DUMPABLE if a[1] <= 1 => {
+            task.tg.state.lock().unwrap().undumpable = a[1] == 0;
+            Ok(0)
+        }
+        pr::PR_SET_NO_NEW_PRIVS if a[1] == 1 && a[2] == 0 && a[3] == 0 && a[4] == 0 => {
+            task.shared.no_new_privs.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(0)
+        }
+        pr::PR_GET_NO_NEW_PRIVS if a[1] == 0 && a[2] == 0 && a[3] == 0 && a[4] == 0 => {
+            Ok(u64::from(task.shared.no_new_privs.load(std::sync::atomic::Ordering::Relaxed)))
+        }
         pr::PR_SET_PDEATHSIG if a[1] <= 64 => {
             task.tg.state.lock().unwrap().pdeath_signal = a[1] as u32;
             Ok(0)
@@ -377,8 +397,13 @@ pub fn prctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
         pr::PR_SET_KEEPCAPS if a[1] <= 1 => Ok(0),
         pr::PR_GET_TIMERSLACK => Ok(50_000),
         pr::PR_SET_TIMERSLACK => Ok(0),
+        pr::PR_SET_CHILD_SUBREAPER => {
+            task.tg.state.lock().unwrap().child_subreaper = a[1] != 0;
+            Ok(0)
+        }
         pr::PR_GET_CHILD_SUBREAPER => {
-            task.mm.write_pod(a[1], &0i32)?;
+            let on = task.tg.state.lock().unwrap().child_subreaper;
+            task.mm.write_pod(a[1], &i32::from(on))?;
             Ok(0)
         }
         _ => Err(Errno::EINVAL.into()),

@@ -7,7 +7,7 @@ use linux_raw_sys::general as g;
 use super::{SysError, SysResult};
 use crate::errno::Errno;
 use crate::signal::{KernelSigAction, NSIG, SigAction, SigInfo, SigSet, code};
-use crate::task::{BlockError, INIT_PID, Task, block_on, send_to_group, send_to_thread};
+use crate::task::{BlockError, INIT_PID, Task, block_on, send_to_group, send_to_thread, take_signal};
 
 /// MINSIGSTKSZ: the smallest alternate stack accepted.
 const MINSIGSTKSZ: u64 = 2048;
@@ -46,8 +46,12 @@ pub fn rt_sigaction(task: &mut Task, a: &[u64; 6]) -> SysResult {
         // A signal set to be ignored is discarded if pending.
         let set = SigSet::of(sig);
         task.tg.shared_pending.lock().unwrap().discard(set);
-        for t in task.tg.threads.lock().unwrap().iter() {
+        let threads = task.tg.threads.lock().unwrap().clone();
+        for t in &threads {
             t.sig.lock().unwrap().pending.discard(set);
+        }
+        for t in &threads {
+            t.recalc_sigpending();
         }
     }
     if a[2] != 0 {
@@ -102,8 +106,8 @@ pub fn rt_sigsuspend(task: &mut Task, a: &[u64; 6]) -> SysResult {
     {
         let mut s = task.shared.sig.lock().unwrap();
         s.saved_mask = Some(s.mask);
-        s.mask = set.blockable();
     }
+    task.shared.set_mask(set);
     wait_for_signal()?;
     Ok(0)
 }
@@ -127,14 +131,7 @@ fn read_timeout(task: &Task, addr: u64) -> Result<Option<Duration>, SysError> {
 pub fn rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let set = read_sigset(task, a[0], a[3])?.blockable();
     let timeout = read_timeout(task, a[2])?;
-    let take = |t: &Task| -> Option<SigInfo> {
-        let mut s = t.shared.sig.lock().unwrap();
-        if let Some(i) = s.pending.dequeue(set) {
-            return Some(i);
-        }
-        drop(s);
-        t.tg.shared_pending.lock().unwrap().dequeue(set)
-    };
+    let take = |t: &Task| take_signal(&t.kernel, &t.shared, set);
     let info = match take(task) {
         Some(i) => i,
         None => {

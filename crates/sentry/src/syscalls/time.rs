@@ -128,7 +128,7 @@ fn sleep_until(task: &mut Task, deadline: Instant, rem: Option<u64>) -> SysResul
                     let left = deadline.saturating_duration_since(Instant::now());
                     write_ts(task, addr, left.as_secs() as i64, left.subsec_nanos() as i64)?;
                 }
-                task.restart_block = Some(RestartBlock { deadline, rem_addr: addr });
+                task.restart_block = Some(RestartBlock::Sleep { deadline, rem_addr: addr });
                 Err(Errno::ERESTART_RESTARTBLOCK.into())
             }
         },
@@ -140,10 +140,14 @@ pub fn nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
     sleep_until(task, Instant::now() + d, Some(a[1]))
 }
 
-/// restart_syscall: resumes an interrupted sleep where it left off.
+/// restart_syscall: resumes an interrupted call where it left off.
 pub fn restart_syscall(task: &mut Task, _: &[u64; 6]) -> SysResult {
     match task.restart_block.take() {
-        Some(rb) => sleep_until(task, rb.deadline, Some(rb.rem_addr)),
+        Some(RestartBlock::Sleep { deadline, rem_addr }) => sleep_until(task, deadline, Some(rem_addr)),
+        Some(RestartBlock::Poll { fds, nfds, deadline }) => super::pipe::poll_until(task, fds, nfds, deadline),
+        Some(RestartBlock::Futex { addr, val, bitset, private, deadline }) => {
+            super::futex::wait_until(task, addr, val, bitset, private, deadline)
+        }
         None => Err(Errno::EINTR.into()),
     }
 }

@@ -1,5 +1,6 @@
 //! clone, fork and vfork: new threads and processes.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 
 use linux_raw_sys::general as g;
@@ -113,13 +114,18 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
             Arc::new(Mutex::new(h))
         };
         let tg = ThreadGroup::new(tid, handlers, args.exit_signal);
-        *tg.info.lock().unwrap() = parent.tg.info.lock().unwrap().clone();
+        tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
+        let mut info = parent.tg.info.lock().unwrap().clone();
+        info.comm = parent.shared.comm.lock().unwrap().clone();
+        *tg.info.lock().unwrap() = info;
         *tg.rlimits.lock().unwrap() = parent.tg.rlimits.lock().unwrap().clone();
         *tg.view.lock().unwrap() = Some(ProcessView { mm: mm.clone(), fs: fs.clone(), files: files.clone() });
         tg
     };
     let mask = parent.signal_mask();
     let shared = TaskShared::new(tid, tg.clone(), mask);
+    *shared.comm.lock().unwrap() = parent.shared.comm.lock().unwrap().clone();
+    shared.no_new_privs.store(parent.shared.no_new_privs.load(Ordering::Relaxed), Ordering::Relaxed);
 
     let mut regs = parent.regs;
     regs.rax = 0;

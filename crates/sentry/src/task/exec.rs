@@ -64,17 +64,23 @@ pub fn exec(task: &mut Task, path: &[u8], argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>
         }
         h.lock().unwrap().reset_for_exec();
     }
+    // POSIX timers end with the program (their queued signals with them);
+    // the ITIMER_REAL timer stays.
+    kernel.timers.cancel_posix(task.tg.tgid);
     task.altstack = (0, 0, linux_raw_sys::general::SS_DISABLE);
     task.robust_list = (0, 0);
     task.clear_child_tid = 0;
     {
         let mut st = task.tg.state.lock().unwrap();
         st.did_exec = true;
+        st.undumpable = false;
     }
     {
+        let comm: Vec<u8> = exe.dentry.name().iter().take(15).copied().collect();
+        *task.shared.comm.lock().unwrap() = comm.clone();
         let mut info = task.tg.info.lock().unwrap();
         info.exe = Some(exe.dentry.clone());
-        info.comm = exe.dentry.name().iter().take(15).copied().collect();
+        info.comm = comm;
         info.argv = argv;
         info.envp = envp;
         info.auxv = loaded.auxv;

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use linux_raw_sys::general as g;
 
-use super::signals::{group_exit, notify_parent};
+use super::signals::{group_exit, notify};
 use super::{ExitStatus, Task, ThreadGroup};
 use crate::kernel::Kernel;
-use crate::signal::{SigInfo, flags};
+use crate::signal::{SigInfo, code, flags};
 
 /// How a task leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +102,10 @@ pub fn exit_thread(mut task: Task) {
         threads.retain(|t| !Arc::ptr_eq(t, &task.shared));
         threads.is_empty()
     };
+    // Process signals this thread was to take go to another thread.
+    if !last && task.shared.sig.lock().unwrap().sigpending {
+        super::signals::retarget_shared(&task.shared, crate::signal::SigSet(u64::MAX));
+    }
     kernel.procs.lock().unwrap().remove_thread(tid);
     {
         let mut st = tg.state.lock().unwrap();
@@ -115,6 +119,33 @@ pub fn exit_thread(mut task: Task) {
     drop(task);
     if last {
         exit_process(&kernel, &tg);
+    } else {
+        thread_orphans(&kernel, &tg, tid);
+    }
+}
+
+/// A thread that is not its process's last has exited: children it created
+/// pass to another thread of the process, and those that asked for a
+/// parent-death signal get it (Linux counts the creating thread as the
+/// parent).
+fn thread_orphans(kernel: &Kernel, tg: &ThreadGroup, tid: i32) {
+    let Some(heir) = tg.main_thread().map(|t| t.tid()) else { return };
+    let children: Vec<Arc<ThreadGroup>> = {
+        let tree = kernel.procs.lock().unwrap();
+        tree.children_of(tg.tgid).iter().filter_map(|c| tree.group(*c)).collect()
+    };
+    for c in children {
+        let sig = {
+            let mut st = c.state.lock().unwrap();
+            if st.parent_thread != tid {
+                continue;
+            }
+            st.parent_thread = heir;
+            st.pdeath_signal
+        };
+        if sig != 0 {
+            super::send_to_group(kernel, &c, SigInfo::user(sig, code::SI_USER, tg.tgid));
+        }
     }
 }
 
@@ -124,40 +155,64 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
     *tg.view.lock().unwrap() = None;
     kernel.timers.cancel_process(tg.tgid);
     let status = tg.state.lock().unwrap().exit.expect("set by the last thread");
-    let (orphans, parent) = {
+    let (orphans, parent, reaper) = {
         let mut tree = kernel.procs.lock().unwrap();
-        let orphans = if tg.tgid == INIT_PID { Vec::new() } else { tree.reparent_children(tg.tgid, INIT_PID) };
+        let reaper = tree.new_reaper(tg.tgid, INIT_PID);
+        let orphans = if tg.tgid == INIT_PID { Vec::new() } else { tree.reparent_children(tg.tgid, reaper) };
         let orphans: Vec<Arc<ThreadGroup>> = orphans.iter().filter_map(|p| tree.group(*p)).collect();
         let parent = tree.parent_of(tg.tgid).and_then(|p| tree.group(p));
-        (orphans, parent)
+        (orphans, parent, tree.group(reaper))
     };
     // Children that asked for a signal when their parent dies get it.
     for o in &orphans {
-        let sig = o.state.lock().unwrap().pdeath_signal;
+        let sig = {
+            let mut st = o.state.lock().unwrap();
+            st.parent_thread = 0;
+            st.pdeath_signal
+        };
         if sig != 0 {
-            super::send_to_group(kernel, o, SigInfo::kernel(sig));
+            // Sent as by the dying parent (SEND_SIG_NOINFO).
+            super::send_to_group(kernel, o, SigInfo::user(sig, code::SI_USER, tg.tgid));
         }
     }
-    if let Some(init) = kernel.procs.lock().unwrap().group(INIT_PID)
-        && orphans.iter().any(|o| o.state.lock().unwrap().zombie)
-    {
-        init.child_events.notify_all();
-    }
-    let autoreap = parent.as_ref().is_some_and(|p| {
-        let h = p.handlers();
-        let a = h.lock().unwrap().get(g::SIGCHLD);
-        a.handler == crate::signal::SIG_IGN || a.flags & flags::SA_NOCLDWAIT != 0
-    });
-    tg.state.lock().unwrap().zombie = true;
-    let (code, st) = status.child_code();
-    notify_parent(kernel, tg, code, st);
-    if autoreap {
-        kernel.procs.lock().unwrap().remove_process(tg.tgid);
-        if let Some(p) = &parent {
-            p.child_events.notify_all();
+    // Zombies among them are reported to their new parent, which may reap
+    // them at once.
+    if let Some(reaper) = &reaper {
+        for o in orphans.iter().filter(|o| o.state.lock().unwrap().zombie) {
+            report_exit(kernel, o, Some(reaper));
         }
     }
+    report_exit(kernel, tg, parent.as_ref());
     if tg.tgid == INIT_PID {
         kernel.init_exited(status);
+    }
+}
+
+/// Tells the parent of a dead process: SIGCHLD (or its exit signal) and a
+/// wake-up of its waits. A parent that ignores SIGCHLD or set SA_NOCLDWAIT
+/// never sees the child as a zombie: it is reaped before the parent hears
+/// of it.
+fn report_exit(kernel: &Kernel, tg: &Arc<ThreadGroup>, parent: Option<&Arc<ThreadGroup>>) {
+    let (status, exit_signal) = {
+        let st = tg.state.lock().unwrap();
+        (st.exit.expect("dead processes have a status"), st.exit_signal)
+    };
+    let autoreap = exit_signal == g::SIGCHLD
+        && parent.is_some_and(|p| {
+            let h = p.handlers();
+            let a = h.lock().unwrap().get(g::SIGCHLD);
+            a.handler == crate::signal::SIG_IGN || a.flags & flags::SA_NOCLDWAIT != 0
+        });
+    {
+        // Under the tree lock, so a wait sees either a zombie or nothing.
+        let mut tree = kernel.procs.lock().unwrap();
+        if autoreap {
+            tree.remove_process(tg.tgid);
+        }
+        tg.state.lock().unwrap().zombie = true;
+    }
+    let (code, st) = status.child_code();
+    if let Some(p) = parent {
+        notify(kernel, p, tg, code, st);
     }
 }

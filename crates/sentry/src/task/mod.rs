@@ -27,7 +27,7 @@ pub use clone::{CloneArgs, clone_task};
 pub use exit::{ExitKind, INIT_PID};
 pub use proc_source::{KernelProcSource, online_cpus};
 pub use run::{RestartBlock, current_tgid, run_task};
-pub use signals::{group_exit, notify_parent, send_to_group, send_to_thread};
+pub use signals::{group_exit, notify_parent, send_to_group, send_to_thread, signal_current, take_signal};
 pub use tree::ProcessTree;
 pub use wait::{WaitFor, WaitOptions, WaitOutcome, wait_child};
 pub use wait_queue::{WaitQueue, Waiter};
@@ -118,7 +118,7 @@ pub struct ProcessInfo {
     pub argv: Vec<Vec<u8>>,
     pub envp: Vec<Vec<u8>>,
     pub auxv: Vec<(u64, u64)>,
-    /// Thread name (prctl PR_SET_NAME, at most 15 bytes).
+    /// Name of the main thread (prctl PR_SET_NAME, at most 15 bytes).
     pub comm: Vec<u8>,
 }
 
@@ -138,6 +138,10 @@ pub struct ThreadSignals {
     /// The mask to restore when the current call (sigsuspend, ppoll,
     /// pselect) returns or its signal handler returns.
     pub saved_mask: Option<SigSet>,
+    /// Linux's TIF_SIGPENDING: this thread has a signal to take, of its own
+    /// or chosen for it among its process's. A thread takes signals (and
+    /// a blocking call of it is interrupted) only while this is set.
+    pub sigpending: bool,
 }
 
 /// The part of a task other tasks reach.
@@ -152,6 +156,10 @@ pub struct TaskShared {
     killed: AtomicBool,
     /// CPU time the host thread used, recorded when it exits.
     pub cpu_ns: AtomicU64,
+    /// The thread's name (PR_SET_NAME, at most 15 bytes).
+    pub comm: Mutex<Vec<u8>>,
+    /// PR_SET_NO_NEW_PRIVS: set once, inherited by clone and kept by execve.
+    pub no_new_privs: AtomicBool,
 }
 
 impl TaskShared {
@@ -164,6 +172,8 @@ impl TaskShared {
             interrupter: Mutex::new(None),
             killed: AtomicBool::new(false),
             cpu_ns: AtomicU64::new(0),
+            comm: Mutex::new(Vec::new()),
+            no_new_privs: AtomicBool::new(false),
         })
     }
 
@@ -198,18 +208,43 @@ impl TaskShared {
         self.killed.load(Ordering::Acquire)
     }
 
-    /// True if a signal could be delivered now, or the task must stop or
+    /// True if a signal waits for this thread, or the task must stop or
     /// exit: what cuts a blocking call short.
     pub fn interrupted(&self) -> bool {
         if self.is_killed() || self.tg.state.lock().unwrap().stop_pending() {
             return true;
         }
-        let s = self.sig.lock().unwrap();
-        let allowed = SigSet(!s.mask.0);
-        if !SigSet(s.pending.pending().0 & allowed.0).is_empty() {
-            return true;
+        self.sig.lock().unwrap().sigpending
+    }
+
+    /// Linux's recalc_sigpending: the flag is set while a signal the thread
+    /// does not block waits in its own queue or its process's.
+    pub fn recalc_sigpending(&self) {
+        let mut s = self.sig.lock().unwrap();
+        let allowed = !s.mask.0;
+        let shared = self.tg.shared_pending.lock().unwrap().pending().0;
+        s.sigpending = (s.pending.pending().0 | shared) & allowed != 0;
+    }
+
+    /// Replaces the mask (see [`Task::set_signal_mask`]).
+    pub fn set_mask(&self, mask: SigSet) {
+        let (newly_blocked, had_pending) = {
+            let mut s = self.sig.lock().unwrap();
+            let new = mask.blockable();
+            let newly = new.minus(s.mask);
+            s.mask = new;
+            (newly, s.sigpending)
+        };
+        if had_pending && !newly_blocked.is_empty() {
+            signals::retarget_shared(self, newly_blocked);
         }
-        !SigSet(self.tg.shared_pending.lock().unwrap().pending().0 & allowed.0).is_empty()
+        self.recalc_sigpending();
+    }
+
+    /// Linux's signal_wake_up: the thread is to take a signal.
+    pub fn signal_wake_up(&self) {
+        self.sig.lock().unwrap().sigpending = true;
+        self.notify();
     }
 }
 
@@ -235,6 +270,14 @@ pub struct GroupState {
     pub children_ns: u64,
     /// Signal sent to this process when its parent dies (PR_SET_PDEATHSIG).
     pub pdeath_signal: u32,
+    /// The thread of the parent that created this process (its parent
+    /// "dies", for PR_SET_PDEATHSIG, when that thread exits); 0 if unknown.
+    pub parent_thread: i32,
+    /// PR_SET_CHILD_SUBREAPER: orphaned descendants come to this process
+    /// rather than to the first one.
+    pub child_subreaper: bool,
+    /// PR_SET_DUMPABLE 0 (reset by execve).
+    pub undumpable: bool,
 }
 
 impl GroupState {
@@ -262,6 +305,9 @@ pub struct ThreadGroup {
     pub info: Mutex<ProcessInfo>,
     pub rlimits: Mutex<Rlimits>,
     pub view: Mutex<Option<ProcessView>>,
+    /// The thread that took the last process-wide signal no thread in
+    /// particular was the best for (Linux's curr_target).
+    pub curr_target: AtomicI32,
 }
 
 impl ThreadGroup {
@@ -277,6 +323,7 @@ impl ThreadGroup {
             info: Mutex::new(ProcessInfo::default()),
             rlimits: Mutex::new(Rlimits::default()),
             view: Mutex::new(None),
+            curr_target: AtomicI32::new(tgid),
         })
     }
 
@@ -350,8 +397,10 @@ impl Task {
     }
 
     /// Replaces the signal mask (SIGKILL and SIGSTOP stay unblocked).
+    /// Signals of the process that this thread was to take and now blocks
+    /// go to other threads, as Linux's set_current_blocked does.
     pub fn set_signal_mask(&self, mask: SigSet) {
-        self.shared.sig.lock().unwrap().mask = mask.blockable();
+        self.shared.set_mask(mask);
     }
 
     /// The parent process's id, 0 for the first process.

@@ -1,12 +1,103 @@
 //! What /proc shows, taken from the kernel's processes.
 
 use std::fmt::Write;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+
+use super::ThreadGroup;
 
 use crate::fs::Dentry;
 use crate::fs::proc::ProcSource;
 use crate::kernel::Kernel;
 use crate::mm::{Backing, Role};
+
+/// Process state as /proc shows it: (letter, word).
+fn state_of(tg: &ThreadGroup) -> (char, &'static str) {
+    let st = tg.state.lock().unwrap();
+    if st.zombie {
+        ('Z', "zombie")
+    } else if st.stop_pending() {
+        ('T', "stopped")
+    } else {
+        // A task reading its own /proc is running; others are not told
+        // apart from sleeping ones.
+        let me = super::run::current_tgid() == tg.tgid;
+        if me { ('R', "running") } else { ('S', "sleeping") }
+    }
+}
+
+/// (ppid, pgid, sid) of a process.
+fn ids_of(k: &Kernel, pid: i32) -> (i32, i32, i32) {
+    let tree = k.procs.lock().unwrap();
+    (tree.parent_of(pid).unwrap_or(0), tree.pgid_of(pid).unwrap_or(pid), tree.sid_of(pid).unwrap_or(pid))
+}
+
+/// /proc/PID/status: the lines programs read (identity, parentage, threads
+/// and signal sets).
+fn status(k: &Kernel, tg: &Arc<ThreadGroup>, comm: &[u8]) -> String {
+    let pid = tg.tgid;
+    let (ppid, _, _) = ids_of(k, pid);
+    let (letter, word) = state_of(tg);
+    let threads = tg.threads.lock().unwrap().clone();
+    let (blocked, private) = match tg.main_thread() {
+        Some(t) => {
+            let s = t.sig.lock().unwrap();
+            (s.mask, s.pending.pending())
+        }
+        None => Default::default(),
+    };
+    let shared = tg.shared_pending.lock().unwrap().pending();
+    let (mut ignored, mut caught) = (0u64, 0u64);
+    {
+        let h = tg.handlers();
+        let h = h.lock().unwrap();
+        for sig in 1..=crate::signal::NSIG as u32 {
+            match h.get(sig).handler {
+                crate::signal::SIG_DFL => {}
+                crate::signal::SIG_IGN => ignored |= 1 << (sig - 1),
+                _ => caught |= 1 << (sig - 1),
+            }
+        }
+    }
+    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+    let mut s = String::new();
+    let _ = writeln!(s, "Name:\t{}", String::from_utf8_lossy(comm));
+    let _ = writeln!(s, "State:\t{letter} ({word})");
+    let _ = writeln!(s, "Tgid:\t{pid}\nNgid:\t0\nPid:\t{pid}\nPPid:\t{ppid}\nTracerPid:\t0");
+    let _ = writeln!(s, "Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{gid}\t{gid}\t{gid}\t{gid}");
+    let _ = writeln!(s, "Threads:\t{}", threads.len());
+    let _ = writeln!(s, "SigPnd:\t{:016x}\nShdPnd:\t{:016x}", private.0, shared.0);
+    let _ = writeln!(s, "SigBlk:\t{:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}", blocked.0);
+    s
+}
+
+/// /proc/PID/stat: the 52 fields of proc_pid_stat(5), those the sentry
+/// keeps filled in, the others zero.
+fn stat(k: &Kernel, tg: &Arc<ThreadGroup>, comm: &[u8]) -> String {
+    let pid = tg.tgid;
+    let (ppid, pgid, sid) = ids_of(k, pid);
+    let (letter, _) = state_of(tg);
+    let threads = tg.threads.lock().unwrap().len();
+    let live: u64 = tg.threads.lock().unwrap().iter().map(|t| t.cpu_ns.load(Ordering::Relaxed)).sum();
+    let (utime, cutime, exit_signal) = {
+        let st = tg.state.lock().unwrap();
+        ((st.dead_threads_ns + live) / 10_000_000, st.children_ns / 10_000_000, st.exit_signal)
+    };
+    // pid (comm) state ppid pgrp session tty_nr tpgid flags minflt cminflt
+    // majflt cmajflt utime stime cutime cstime priority nice num_threads
+    // itrealvalue starttime vsize rss ...
+    let mut s = format!(
+        "{pid} ({}) {letter} {ppid} {pgid} {sid} 0 -1 4194304 0 0 0 0 {utime} 0 {cutime} 0 20 0 {threads} 0 0 0 0",
+        String::from_utf8_lossy(comm)
+    );
+    // rsslim startcode endcode startstack kstkesp kstkeip signal blocked
+    // sigignore sigcatch wchan nswap cnswap exit_signal processor
+    // rt_priority policy delayacct_blkio_ticks guest_time cguest_time
+    // start_data end_data start_brk arg_start arg_end env_start env_end
+    // exit_code
+    s.push_str(&format!(" {} 0 0 0 0 0 0 0 0 0 0 0 0 {exit_signal} 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", u64::MAX));
+    s
+}
 
 /// The kernel as a source for /proc.
 pub struct KernelProcSource {
@@ -126,15 +217,8 @@ impl ProcSource for KernelProcSource {
                 }
                 Some(out.into_bytes())
             }
-            "status" => {
-                let mut s = String::new();
-                let _ = writeln!(s, "Name:\t{}", String::from_utf8_lossy(&info.comm));
-                let _ = writeln!(s, "State:\tR (running)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t0");
-                Some(s.into_bytes())
-            }
-            "stat" => {
-                Some(format!("{pid} ({}) R 0 {pid} {pid} 0 -1 0\n", String::from_utf8_lossy(&info.comm)).into_bytes())
-            }
+            "status" => Some(status(&k, &tg, &info.comm).into_bytes()),
+            "stat" => Some(stat(&k, &tg, &info.comm).into_bytes()),
             "mounts" => self.global("mounts"),
             _ => None,
         }

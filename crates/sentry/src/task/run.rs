@@ -13,12 +13,18 @@ use super::{ExitStatus, Task};
 use crate::mm::MmError;
 use crate::signal::{SigFields, SigInfo};
 
-/// What restart_syscall resumes: an interrupted sleep.
+/// What restart_syscall resumes: a call with a timeout that a signal
+/// without a handler (a stop, say) interrupted; it goes on until the same
+/// deadline. A handler makes the call fail with EINTR instead.
 #[derive(Clone, Copy, Debug)]
-pub struct RestartBlock {
-    pub deadline: Instant,
-    /// Where the remaining time is reported, if the caller asked.
-    pub rem_addr: u64,
+pub enum RestartBlock {
+    /// nanosleep and relative clock_nanosleep; the time left is reported
+    /// at `rem_addr` (if not 0) when interrupted again.
+    Sleep { deadline: Instant, rem_addr: u64 },
+    /// poll: the same descriptors.
+    Poll { fds: u64, nfds: u64, deadline: Instant },
+    /// futex wait with a timeout: the word is checked again.
+    Futex { addr: u64, val: u32, bitset: u32, private: bool, deadline: Instant },
 }
 
 /// Thread-group id of the task on the calling host thread (0 if none).
@@ -41,7 +47,7 @@ impl Task {
 
     /// A CPU exception other than a page fault.
     fn exception_signal(&mut self, x: platform::Exception) {
-        let (sig, code) = crate::arch::exception_signal(&x);
+        let (sig, code) = crate::arch::exception_signal(&x, || self.ctx.fp_state().ok());
         let addr = if code == g::SI_KERNEL as i32 { 0 } else { self.regs.rip };
         let info = SigInfo { signo: sig, errno: 0, code, fields: SigFields::Fault { addr } };
         self.force_signal(info, (x.error_code, x.vector as u64, 0));

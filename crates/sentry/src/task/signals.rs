@@ -3,6 +3,7 @@
 //! of interrupted system calls.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use linux_raw_sys::general as g;
 use platform::FpState;
@@ -32,6 +33,27 @@ pub enum FrameError {
 /// `restart_syscall`.
 const NR_RESTART_SYSCALL: u64 = 219;
 
+/// Takes the next signal of `allowed` pending for thread `t` (its own
+/// first, then its process's). A POSIX timer's signal gets its overrun
+/// count now; one of a timer re-armed or deleted since is dropped.
+pub fn take_signal(kernel: &Kernel, t: &TaskShared, allowed: SigSet) -> Option<SigInfo> {
+    loop {
+        let mut info = t.sig.lock().unwrap().pending.dequeue(allowed);
+        if info.is_none() {
+            info = t.tg.shared_pending.lock().unwrap().dequeue(allowed);
+        }
+        t.recalc_sigpending();
+        let mut info = info?;
+        if let SigFields::Timer { key, seq, ref mut overrun, .. } = info.fields {
+            match kernel.timers.signal_taken(key, seq) {
+                Some(o) => *overrun = o,
+                None => continue,
+            }
+        }
+        return Some(info);
+    }
+}
+
 /// Ends every thread of a process with `status` (the first exit wins).
 pub fn group_exit(tg: &ThreadGroup, status: ExitStatus) {
     {
@@ -53,7 +75,14 @@ pub fn notify_parent(kernel: &Kernel, child: &ThreadGroup, code: i32, status: i3
         let tree = kernel.procs.lock().unwrap();
         tree.parent_of(child.tgid).and_then(|p| tree.group(p))
     };
-    let Some(parent) = parent else { return };
+    if let Some(parent) = parent {
+        notify(kernel, &parent, child, code, status);
+    }
+}
+
+/// [`notify_parent`] with the parent given (a child reaped at once is no
+/// longer in the process tree when its parent hears of it).
+pub(super) fn notify(kernel: &Kernel, parent: &Arc<ThreadGroup>, child: &ThreadGroup, code: i32, status: i32) {
     let exiting = code != g::CLD_STOPPED as i32 && code != g::CLD_CONTINUED as i32;
     let signo = if exiting { child.state.lock().unwrap().exit_signal } else { g::SIGCHLD };
     if signo != 0 {
@@ -72,7 +101,7 @@ pub fn notify_parent(kernel: &Kernel, child: &ThreadGroup, code: i32, status: i3
                     stime: 0,
                 },
             };
-            send_to_group(kernel, &parent, info);
+            send_to_group(kernel, parent, info);
         }
     }
     parent.child_events.notify_all();
@@ -124,28 +153,57 @@ fn discarded(tg: &ThreadGroup, sig: u32, mask: SigSet) -> bool {
     !mask.contains(sig) && tg.handlers().lock().unwrap().ignores(sig)
 }
 
-/// Sends a signal to a process: any thread not blocking it may take it.
+/// Linux's wants_signal: `t` could take `sig` now.
+fn wants_signal(t: &TaskShared, sig: u32) -> bool {
+    if t.is_killed() {
+        return false;
+    }
+    let s = t.sig.lock().unwrap();
+    if s.mask.contains(sig) {
+        return false;
+    }
+    if sig == g::SIGKILL {
+        return true;
+    }
+    if t.tg.state.lock().unwrap().stop_pending() {
+        return false;
+    }
+    !s.sigpending
+}
+
+/// Sends a signal to a process. It waits in the process's queue; one
+/// thread is chosen to take it, as Linux's complete_signal does: the main
+/// thread if it can take it now, else the next one that can, from the one
+/// chosen last time. If none can now, the first to unblock it or to finish
+/// with its other signals takes it.
 pub fn send_to_group(kernel: &Kernel, tg: &Arc<ThreadGroup>, info: SigInfo) {
     let sig = info.signo;
     if !on_send(kernel, tg, sig) {
         return;
     }
     let threads: Vec<Arc<TaskShared>> = tg.threads.lock().unwrap().clone();
-    let masks: Vec<SigSet> = threads.iter().map(|t| t.sig.lock().unwrap().mask).collect();
-    let all_block = !masks.is_empty() && masks.iter().all(|m| m.contains(sig));
+    let all_block = !threads.is_empty() && threads.iter().all(|t| t.sig.lock().unwrap().mask.contains(sig));
     let mask = if all_block { SigSet::of(sig) } else { SigSet::EMPTY };
     if discarded(tg, sig, mask) {
         return;
     }
     tg.shared_pending.lock().unwrap().enqueue(info);
-    // Wake the first thread that can take it; prefer the main thread.
-    let main = threads.iter().position(|t| t.tid() == tg.tgid);
-    let order = main.into_iter().chain(0..threads.len());
-    for i in order {
-        if !masks[i].contains(sig) {
-            threads[i].notify();
-            return;
+    let main = threads.iter().find(|t| t.tid() == tg.tgid);
+    let target = match main {
+        Some(m) if wants_signal(m, sig) => Some(m),
+        _ => {
+            let last = tg.curr_target.load(Ordering::Relaxed);
+            let start = threads.iter().position(|t| t.tid() == last).unwrap_or(0);
+            let n = threads.len();
+            let t = (0..n).map(|i| &threads[(start + i) % n]).find(|t| wants_signal(t, sig));
+            if let Some(t) = t {
+                tg.curr_target.store(t.tid(), Ordering::Relaxed);
+            }
+            t
         }
+    };
+    if let Some(t) = target {
+        t.signal_wake_up();
     }
 }
 
@@ -161,7 +219,53 @@ pub fn send_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) {
     }
     t.sig.lock().unwrap().pending.enqueue(info);
     if !mask.contains(sig) {
-        t.notify();
+        t.signal_wake_up();
+    }
+}
+
+/// A signal the calling thread sends itself from code that has no task at
+/// hand: a pipe write cut short by the reader leaving returns its count
+/// and raises SIGPIPE all the same.
+pub fn signal_current(sig: u32) {
+    let Some(t) = super::block::current_opt() else { return };
+    let mask = t.sig.lock().unwrap().mask;
+    if discarded(&t.tg, sig, mask) {
+        return;
+    }
+    t.sig.lock().unwrap().pending.enqueue(SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid));
+    if !mask.contains(sig) {
+        t.signal_wake_up();
+    }
+}
+
+/// Linux's retarget_shared_pending: process signals in `which` that `t`
+/// will not take (it blocks them now, or is exiting) are handed to other
+/// threads that can take them.
+pub(super) fn retarget_shared(t: &TaskShared, which: SigSet) {
+    let mut retarget = SigSet(t.tg.shared_pending.lock().unwrap().pending().0 & which.0);
+    if retarget.is_empty() {
+        return;
+    }
+    let threads: Vec<Arc<TaskShared>> = t.tg.threads.lock().unwrap().clone();
+    for other in threads.iter().filter(|o| !std::ptr::eq(o.as_ref(), t)) {
+        if other.is_killed() {
+            continue;
+        }
+        let (mask, pending) = {
+            let s = other.sig.lock().unwrap();
+            (s.mask, s.sigpending)
+        };
+        if retarget.minus(mask).is_empty() {
+            continue;
+        }
+        // What this one can take is taken care of.
+        retarget = SigSet(retarget.0 & mask.0);
+        if !pending {
+            other.signal_wake_up();
+        }
+        if retarget.is_empty() {
+            break;
+        }
     }
 }
 
@@ -184,17 +288,14 @@ impl Task {
             s.mask.remove(sig);
         }
         s.pending.enqueue(info);
+        s.sigpending = true;
         self.last_trap = trap;
     }
 
     /// Takes the next deliverable signal: the thread's own first.
     fn dequeue_signal(&self) -> Option<SigInfo> {
-        let mut s = self.shared.sig.lock().unwrap();
-        let allowed = SigSet(!s.mask.0);
-        if let Some(i) = s.pending.dequeue(allowed) {
-            return Some(i);
-        }
-        self.tg.shared_pending.lock().unwrap().dequeue(allowed)
+        let allowed = SigSet(!self.signal_mask().0);
+        take_signal(&self.kernel, &self.shared, allowed)
     }
 
     /// Stops with the process until SIGCONT or death.
@@ -251,7 +352,13 @@ impl Task {
             }
             if self.tg.state.lock().unwrap().stop_pending() {
                 self.stop_wait();
+                // Back from the stop: signals that came meanwhile are
+                // taken now.
+                self.shared.recalc_sigpending();
                 continue;
+            }
+            if !self.shared.sig.lock().unwrap().sigpending {
+                break;
             }
             let Some(info) = self.dequeue_signal() else { break };
             let sig = info.signo;
@@ -283,9 +390,9 @@ impl Task {
             }
         }
         self.apply_restart(None);
-        let mut s = self.shared.sig.lock().unwrap();
-        if let Some(m) = s.saved_mask.take() {
-            s.mask = m;
+        let saved = self.shared.sig.lock().unwrap().saved_mask.take();
+        if let Some(m) = saved {
+            self.set_signal_mask(m);
         }
     }
 

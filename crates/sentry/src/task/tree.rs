@@ -92,6 +92,25 @@ impl ProcessTree {
         kids
     }
 
+    /// Where the orphans of `pid` go: its nearest ancestor that is a
+    /// live child subreaper, else the first process.
+    pub fn new_reaper(&self, pid: i32, init: i32) -> i32 {
+        let mut p = self.parent_of(pid);
+        while let Some(a) = p {
+            if a == init {
+                break;
+            }
+            if let Some(g) = self.groups.get(&a) {
+                let st = g.state.lock().unwrap();
+                if st.child_subreaper && !st.zombie && st.exit.is_none() {
+                    return a;
+                }
+            }
+            p = self.parent_of(a);
+        }
+        init
+    }
+
     /// Forgets a reaped process.
     pub fn remove_process(&mut self, pid: i32) {
         self.groups.remove(&pid);

@@ -4,19 +4,52 @@
 pub mod signal;
 
 use linux_raw_sys::general as g;
-use platform::Exception;
 use platform::arch::vector;
+use platform::{Exception, FpState};
 
 /// The signal and si_code an exception raises, as Linux's trap handlers do.
-pub fn exception_signal(e: &Exception) -> (u32, i32) {
+/// `fp` is the FPU state at the fault, read for floating-point exceptions.
+pub fn exception_signal(e: &Exception, fp: impl FnOnce() -> Option<FpState>) -> (u32, i32) {
     match e.vector {
         vector::DIVIDE_ERROR => (g::SIGFPE, g::FPE_INTDIV as i32),
-        vector::DEBUG | vector::BREAKPOINT => (g::SIGTRAP, g::TRAP_BRKPT as i32),
+        // int3 goes through do_trap: a plain kernel-sent SIGTRAP.
+        vector::BREAKPOINT => (g::SIGTRAP, g::SI_KERNEL as i32),
+        vector::DEBUG => (g::SIGTRAP, g::TRAP_BRKPT as i32),
         vector::INVALID_OPCODE => (g::SIGILL, g::ILL_ILLOPN as i32),
-        vector::X87_FLOATING_POINT | vector::SIMD_FLOATING_POINT => (g::SIGFPE, 0),
+        vector::X87_FLOATING_POINT | vector::SIMD_FLOATING_POINT => {
+            (g::SIGFPE, fp().map_or(0, |fp| fp_exception_code(e.vector, &fp)))
+        }
         vector::ALIGNMENT_CHECK => (g::SIGBUS, g::BUS_ADRALN as i32),
         vector::STACK_FAULT => (g::SIGBUS, g::SI_KERNEL as i32),
         _ => (g::SIGSEGV, g::SI_KERNEL as i32),
+    }
+}
+
+/// The FPE_* code of an x87 (#MF) or SSE (#XM) exception: the first of the
+/// raised and unmasked exceptions, in Linux's order (fpu__exception_code).
+fn fp_exception_code(vector: u8, fp: &FpState) -> i32 {
+    let u16_at = |o: usize| u16::from_le_bytes([fp.0[o], fp.0[o + 1]]) as u32;
+    let err = if vector == vector::SIMD_FLOATING_POINT {
+        // MXCSR: flags in bits 0-5, their masks in bits 7-12.
+        let mxcsr = u32::from_le_bytes(fp.0[24..28].try_into().expect("4 bytes"));
+        !(mxcsr >> 7) & mxcsr & 0x3f
+    } else {
+        // Status word against the control word's masks (a stack fault
+        // comes with the invalid-operation flag).
+        u16_at(2) & !u16_at(0) & 0x3f
+    };
+    if err & 0x01 != 0 {
+        g::FPE_FLTINV as i32
+    } else if err & 0x04 != 0 {
+        g::FPE_FLTDIV as i32
+    } else if err & 0x08 != 0 {
+        g::FPE_FLTOVF as i32
+    } else if err & 0x12 != 0 {
+        g::FPE_FLTUND as i32
+    } else if err & 0x20 != 0 {
+        g::FPE_FLTRES as i32
+    } else {
+        0
     }
 }
 
