@@ -34,12 +34,8 @@ c_tests! {
     prctl_orphans,
 }
 
-/// SIGBUS past the end of a file mapping. Fails until the memory manager
-/// reports a fault beyond EOF as such when the fault-around window starts
-/// before it (mm/mod.rs `populate_vma`: the `break` at the first missing
-/// file page makes a later required page look unmapped: SIGSEGV/MAPERR).
+/// SIGBUS past the end of a file mapping, wherever the fault falls.
 #[test]
-#[ignore = "mm: a page past EOF after a fault-around window start gives SIGSEGV, not SIGBUS"]
 fn sig_bus() {
     require_kvm!();
     common::c_test("sig_bus", &[]);

@@ -132,3 +132,14 @@ fn find_conf_files_at_depth_two() {
          -not -path '/tmp/*' 2>/dev/null | sort | head",
     );
 }
+
+/// bash's `<(...)` and `>(...)` hand a command /dev/fd/N, which must open
+/// the same pipe again.
+#[test]
+fn process_substitution() {
+    require_kvm!();
+    same_in("/bin/bash", "read from <(...)", "cat <(echo x; echo y)");
+    same_in("/bin/bash", "two at once", "diff <(printf 'a\\nb\\n') <(printf 'a\\nc\\n'); echo $?");
+    same_in("/bin/bash", "write to >(...)", "echo hello > >(tr a-z A-Z); wait");
+    same_in("/bin/bash", "through /proc", "exec 3< <(echo via-proc); cat /proc/self/fd/3");
+}

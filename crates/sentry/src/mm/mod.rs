@@ -691,50 +691,68 @@ impl MemoryManager {
         {
             file.prefetch((offset + (start - vma.start)) / PAGE, (end - start) / PAGE);
         }
-        let mut va = start;
-        while va < end {
-            match st.pages.get(&va).copied() {
-                Some(p) if p.cow && write_page(va) => {
-                    new_pages.push((va, self.break_cow(st, p)?));
+        // The first page past the end of the file, if the range reaches it.
+        let mut eof = None;
+        let collected = (|| -> Result<(), MmError> {
+            let mut va = start;
+            while va < end {
+                match st.pages.get(&va).copied() {
+                    Some(p) if p.cow && write_page(va) => {
+                        new_pages.push((va, self.break_cow(st, p)?));
+                    }
+                    Some(_) => {}
+                    None => match &vma.backing {
+                        Backing::Anonymous => anon_missing.push(va),
+                        Backing::Shared { object, offset } => {
+                            let f = object.page((offset + (va - vma.start)) / PAGE)?;
+                            new_pages.push((va, Page { frame: f, cow: false }));
+                        }
+                        Backing::File { file, offset, shared } => {
+                            let index = (offset + (va - vma.start)) / PAGE;
+                            let Some(f) = file.page(index)? else {
+                                eof = Some(va);
+                                break;
+                            };
+                            let page = if !shared && write_page(va) {
+                                let Ok(copy) = self.mf.allocate() else {
+                                    self.mf.dec_ref(f);
+                                    return Err(MmError::NoMemory);
+                                };
+                                self.mf.copy_frame(f, copy);
+                                self.mf.dec_ref(f);
+                                st.stats.cow_copies += 1;
+                                Page { frame: copy, cow: false }
+                            } else {
+                                Page { frame: f, cow: !shared }
+                            };
+                            new_pages.push((va, page));
+                        }
+                    },
                 }
-                Some(_) => {}
-                None => match &vma.backing {
-                    Backing::Anonymous => anon_missing.push(va),
-                    Backing::Shared { object, offset } => {
-                        let f = object.page((offset + (va - vma.start)) / PAGE)?;
-                        new_pages.push((va, Page { frame: f, cow: false }));
-                    }
-                    Backing::File { file, offset, shared } => {
-                        let index = (offset + (va - vma.start)) / PAGE;
-                        let Some(f) = file.page(index)? else {
-                            if required == Some(va) {
-                                return Err(MmError::BeyondEof);
-                            }
-                            break;
-                        };
-                        let page = if !shared && write_page(va) {
-                            let copy = self.mf.allocate().map_err(|_| MmError::NoMemory)?;
-                            self.mf.copy_frame(f, copy);
-                            self.mf.dec_ref(f);
-                            st.stats.cow_copies += 1;
-                            Page { frame: copy, cow: false }
-                        } else {
-                            Page { frame: f, cow: !shared }
-                        };
-                        new_pages.push((va, page));
-                    }
-                },
+                va += PAGE;
             }
-            va += PAGE;
+            if !anon_missing.is_empty() {
+                let mut frames = Vec::with_capacity(anon_missing.len());
+                self.mf.allocate_many(anon_missing.len(), &mut frames).map_err(|_| MmError::NoMemory)?;
+                new_pages.extend(anon_missing.drain(..).zip(frames).map(|(va, f)| (va, Page { frame: f, cow: false })));
+                new_pages.sort_by_key(|(va, _)| *va);
+            }
+            Ok(())
+        })();
+        if let Err(e) = collected {
+            for (_, p) in new_pages {
+                self.mf.dec_ref(p.frame);
+            }
+            return Err(e);
         }
-        if !anon_missing.is_empty() {
-            let mut frames = Vec::with_capacity(anon_missing.len());
-            self.mf.allocate_many(anon_missing.len(), &mut frames).map_err(|_| MmError::NoMemory)?;
-            new_pages.extend(anon_missing.into_iter().zip(frames).map(|(va, f)| (va, Page { frame: f, cow: false })));
-            new_pages.sort_by_key(|(va, _)| *va);
-        }
+        // Pages before the end of the file are mapped all the same; a fault
+        // on a page at or past it is a SIGBUS.
+        let outcome = match (eof, required) {
+            (Some(e), Some(r)) if r >= e => Err(MmError::BeyondEof),
+            _ => Ok(()),
+        };
         if new_pages.is_empty() {
-            return Ok(());
+            return outcome;
         }
         st.stats.fault_pages += new_pages.len() as u64;
         let eff = effective(vma.access);
@@ -750,8 +768,14 @@ impl MemoryManager {
                 j += 1;
             }
             let frames: Vec<Frame> = new_pages[i..j].iter().map(|(_, p)| p.frame).collect();
-            if !vma.access.is_none() {
-                self.space.map(new_pages[i].0, &frames, first_access).map_err(|_| MmError::NoMemory)?;
+            if !vma.access.is_none() && self.space.map(new_pages[i].0, &frames, first_access).is_err() {
+                // Out of memory for page tables. Forget this attempt whole:
+                // pages already in the map fault back in on their next use.
+                self.space.unmap(start, end - start);
+                for (_, p) in new_pages {
+                    self.mf.dec_ref(p.frame);
+                }
+                return Err(MmError::NoMemory);
             }
             i = j;
         }
@@ -760,7 +784,7 @@ impl MemoryManager {
                 self.mf.dec_ref(old.frame);
             }
         }
-        Ok(())
+        outcome
     }
 
     /// Gives a copy-on-write page a frame of its own.

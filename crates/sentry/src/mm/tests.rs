@@ -341,3 +341,18 @@ fn private_file_pages_copy_on_write_and_stop_at_eof() {
     assert_eq!(&buf, b"file", "the file's page is untouched");
     assert!(matches!(mm.handle_fault(a + 2 * 4096, Access::READ), Err(MmError::BeyondEof)));
 }
+
+#[test]
+fn a_fault_past_eof_is_beyond_eof_even_deep_in_the_window() {
+    let (mf, space, mm) = setup();
+    let pages: Vec<Frame> = vec![mf.allocate().unwrap()];
+    let file = Arc::new(TestFile { mf: mf.clone(), pages });
+    let a = mm.map(0, 8 * 4096, R, Backing::File { file, offset: 0, shared: false }, MapFlags::default()).unwrap();
+    let in_use = mf.stats().frames_in_use;
+    // The window starts at the mapping; the file ends after its first page.
+    assert!(matches!(mm.handle_fault(a + 5 * 4096, Access::READ), Err(MmError::BeyondEof)));
+    assert!(space.get(a).is_some(), "the page inside the file is mapped all the same");
+    assert_eq!(mf.stats().frames_in_use, in_use, "no frame is held for pages past the end");
+    assert!(matches!(mm.handle_fault(a + 4096, Access::READ), Err(MmError::BeyondEof)));
+    mm.handle_fault(a, Access::READ).unwrap();
+}

@@ -44,6 +44,12 @@ pub fn futex(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let private = op & g::FUTEX_PRIVATE_FLAG != 0;
     let realtime = op & g::FUTEX_CLOCK_REALTIME != 0;
     let cmd = op & !(g::FUTEX_PRIVATE_FLAG | g::FUTEX_CLOCK_REALTIME);
+    // A futex word is a naturally aligned u32, in every operation that
+    // names one.
+    let two_words = matches!(cmd, g::FUTEX_REQUEUE | g::FUTEX_CMP_REQUEUE | g::FUTEX_WAKE_OP);
+    if !uaddr.is_multiple_of(4) || (two_words && !uaddr2.is_multiple_of(4)) {
+        return Err(Errno::EINVAL.into());
+    }
     let clock = if realtime { ClockId::Realtime } else { ClockId::Monotonic };
     let f = &task.kernel.futexes;
     let mm = task.mm.clone();

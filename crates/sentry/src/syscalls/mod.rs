@@ -6,6 +6,7 @@ mod futex;
 mod info;
 mod io;
 mod mm;
+mod net;
 mod pipe;
 mod process;
 mod signal;

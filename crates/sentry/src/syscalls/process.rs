@@ -6,6 +6,7 @@ use linux_raw_sys::prctl as pr;
 use super::{SysError, SysResult, read_path, start_dir};
 use crate::errno::Errno;
 use crate::signal::SigFields;
+use crate::task::creds::{Creds, Ids};
 use crate::task::{
     CloneArgs, ExitKind, ExitStatus, RLIM_INFINITY, Rlimit, Task, WaitFor, WaitOptions, WaitOutcome, clone_task,
     wait_child,
@@ -238,35 +239,39 @@ pub fn getppid(task: &mut Task, _: &[u64; 6]) -> SysResult {
     Ok(task.ppid() as u64)
 }
 
-pub fn getuid(_: &mut Task, _: &[u64; 6]) -> SysResult {
-    Ok(rustix::process::getuid().as_raw() as u64)
-}
-pub fn geteuid(_: &mut Task, _: &[u64; 6]) -> SysResult {
-    Ok(rustix::process::geteuid().as_raw() as u64)
-}
-pub fn getgid(_: &mut Task, _: &[u64; 6]) -> SysResult {
-    Ok(rustix::process::getgid().as_raw() as u64)
-}
-pub fn getegid(_: &mut Task, _: &[u64; 6]) -> SysResult {
-    Ok(rustix::process::getegid().as_raw() as u64)
+fn creds(task: &Task) -> Creds {
+    task.tg.creds.lock().unwrap().clone()
 }
 
-fn write_ids(task: &Task, addrs: [u64; 3], v: u32) -> SysResult {
-    for a in addrs {
+pub fn getuid(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(creds(task).uid.real as u64)
+}
+pub fn geteuid(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(creds(task).uid.effective as u64)
+}
+pub fn getgid(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(creds(task).gid.real as u64)
+}
+pub fn getegid(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Ok(creds(task).gid.effective as u64)
+}
+
+fn write_ids(task: &Task, addrs: [u64; 3], ids: Ids) -> SysResult {
+    for (a, v) in addrs.into_iter().zip([ids.real, ids.effective, ids.saved]) {
         task.mm.write_pod(a, &v)?;
     }
     Ok(0)
 }
 
 pub fn getresuid(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    write_ids(task, [a[0], a[1], a[2]], rustix::process::getuid().as_raw())
+    write_ids(task, [a[0], a[1], a[2]], creds(task).uid)
 }
 pub fn getresgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    write_ids(task, [a[0], a[1], a[2]], rustix::process::getgid().as_raw())
+    write_ids(task, [a[0], a[1], a[2]], creds(task).gid)
 }
 
 pub fn getgroups(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let groups = rustix::process::getgroups().unwrap_or_default();
+    let groups = creds(task).groups;
     let n = a[0] as i32;
     if n < 0 {
         return Err(Errno::EINVAL.into());
@@ -277,21 +282,65 @@ pub fn getgroups(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if (n as usize) < groups.len() {
         return Err(Errno::EINVAL.into());
     }
-    let bytes: Vec<u8> = groups.iter().flat_map(|g| g.as_raw().to_le_bytes()).collect();
+    let bytes: Vec<u8> = groups.iter().flat_map(|g| g.to_le_bytes()).collect();
     task.mm.copy_out(a[1], &bytes)?;
     Ok(groups.len() as u64)
 }
 
-/// set*id: the sandbox has one identity; setting it to itself succeeds, any
-/// change is refused as for an unprivileged process.
-pub fn setid(_task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
-    let ok = |v: u64| v as i32 == -1 || v as u32 == uid || v as u32 == gid;
-    if ok(a[0]) && ok(a[1]) && ok(a[2]) { Ok(0) } else { Err(Errno::EPERM.into()) }
+/// Applies `f` to the user ids (`user`) or the group ids of the process.
+fn change_ids(task: &Task, user: bool, f: impl FnOnce(&mut Ids, bool) -> Result<(), Errno>) -> SysResult {
+    let mut c = task.tg.creds.lock().unwrap();
+    let privileged = if user { c.may_set_uid() } else { c.may_set_gid() };
+    let ids = if user { &mut c.uid } else { &mut c.gid };
+    f(ids, privileged)?;
+    Ok(0)
 }
 
-pub fn setgroups(_task: &mut Task, _: &[u64; 6]) -> SysResult {
-    Err(Errno::EPERM.into())
+pub fn setuid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    change_ids(task, true, |ids, p| ids.set(a[0] as u32, p))
+}
+pub fn setgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    change_ids(task, false, |ids, p| ids.set(a[0] as u32, p))
+}
+pub fn setreuid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    change_ids(task, true, |ids, p| ids.set_re(a[0] as u32, a[1] as u32, p))
+}
+pub fn setregid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    change_ids(task, false, |ids, p| ids.set_re(a[0] as u32, a[1] as u32, p))
+}
+pub fn setresuid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    change_ids(task, true, |ids, p| ids.set_res(a[0] as u32, a[1] as u32, a[2] as u32, p))
+}
+pub fn setresgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    change_ids(task, false, |ids, p| ids.set_res(a[0] as u32, a[1] as u32, a[2] as u32, p))
+}
+pub fn setfsuid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let mut c = task.tg.creds.lock().unwrap();
+    let p = c.may_set_uid();
+    Ok(c.uid.set_fs(a[0] as u32, p) as u64)
+}
+pub fn setfsgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let mut c = task.tg.creds.lock().unwrap();
+    let p = c.may_set_gid();
+    Ok(c.gid.set_fs(a[0] as u32, p) as u64)
+}
+
+/// Most supplementary groups a process may have (NGROUPS_MAX).
+const NGROUPS_MAX: u64 = 65536;
+
+pub fn setgroups(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[0] > NGROUPS_MAX {
+        return Err(Errno::EINVAL.into());
+    }
+    let mut bytes = vec![0u8; a[0] as usize * 4];
+    task.mm.copy_in(a[1], &mut bytes)?;
+    let groups: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let mut c = task.tg.creds.lock().unwrap();
+    if !c.may_set_gid() {
+        return Err(Errno::EPERM.into());
+    }
+    c.groups = groups;
+    Ok(0)
 }
 
 pub fn set_tid_address(task: &mut Task, a: &[u64; 6]) -> SysResult {

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
-use super::{Handler, fs, futex, info, io, mm, pipe, process, signal, time, timer};
+use super::{Handler, fs, futex, info, io, mm, net, pipe, process, signal, time, timer};
 
 /// One implemented system call.
 pub struct SyscallDef {
@@ -88,19 +88,21 @@ table! {
     times => process::times, [Ptr], Int;
     getuid => process::getuid, [], Int;
     getgid => process::getgid, [], Int;
-    setuid => process::setid, [Int], Int;
-    setgid => process::setid, [Int], Int;
+    setuid => process::setuid, [Int], Int;
+    setgid => process::setgid, [Int], Int;
     geteuid => process::geteuid, [], Int;
     getegid => process::getegid, [], Int;
     getppid => process::getppid, [], Int;
     getpgrp => process::getpgrp, [], Int;
-    setreuid => process::setid, [Int, Int], Int;
-    setregid => process::setid, [Int, Int], Int;
+    setreuid => process::setreuid, [Int, Int], Int;
+    setregid => process::setregid, [Int, Int], Int;
     getgroups => process::getgroups, [Int, Ptr], Int;
     setgroups => process::setgroups, [Int, Ptr], Int;
-    setresuid => process::setid, [Int, Int, Int], Int;
+    setresuid => process::setresuid, [Int, Int, Int], Int;
     getresuid => process::getresuid, [Ptr, Ptr, Ptr], Int;
-    setresgid => process::setid, [Int, Int, Int], Int;
+    setresgid => process::setresgid, [Int, Int, Int], Int;
+    setfsuid => process::setfsuid, [Int], Int;
+    setfsgid => process::setfsgid, [Int], Int;
     getresgid => process::getresgid, [Ptr, Ptr, Ptr], Int;
     getpgid => process::getpgid, [Int], Int;
     capget => process::capget, [Ptr, Ptr], Int;
@@ -215,6 +217,22 @@ table! {
     removexattr => fs::setxattr, [Path, Path], Int;
     lremovexattr => fs::lsetxattr, [Path, Path], Int;
     fremovexattr => fs::fsetxattr, [Fd, Path], Int;
+    getpeername => net::on_descriptor, [Fd, Ptr, Ptr], Int;
+    getsockname => net::on_descriptor, [Fd, Ptr, Ptr], Int;
+    getsockopt => net::on_descriptor, [Fd, Int, Int, Ptr, Ptr], Int;
+    setsockopt => net::on_descriptor, [Fd, Int, Int, Ptr, UInt], Int;
+    shutdown => net::on_descriptor, [Fd, Int], Int;
+    bind => net::on_descriptor, [Fd, Ptr, UInt], Int;
+    listen => net::on_descriptor, [Fd, Int], Int;
+    connect => net::on_descriptor, [Fd, Ptr, UInt], Int;
+    accept => net::on_descriptor, [Fd, Ptr, Ptr], Int;
+    accept4 => net::on_descriptor, [Fd, Ptr, Ptr, Hex], Int;
+    sendto => net::on_descriptor, [Fd, Ptr, UInt, Hex, Ptr, UInt], Int;
+    recvfrom => net::on_descriptor, [Fd, Ptr, UInt, Hex, Ptr, Ptr], Int;
+    sendmsg => net::on_descriptor, [Fd, Ptr, Hex], Int;
+    recvmsg => net::on_descriptor, [Fd, Ptr, Hex], Int;
+    sendmmsg => net::on_descriptor, [Fd, Ptr, UInt, Hex], Int;
+    recvmmsg => net::on_descriptor, [Fd, Ptr, UInt, Hex, Ptr], Int;
 }
 
 static TABLE: LazyLock<Vec<Option<SyscallDef>>> = LazyLock::new(|| {

@@ -119,6 +119,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         info.comm = parent.shared.comm.lock().unwrap().clone();
         *tg.info.lock().unwrap() = info;
         *tg.rlimits.lock().unwrap() = parent.tg.rlimits.lock().unwrap().clone();
+        *tg.creds.lock().unwrap() = parent.tg.creds.lock().unwrap().clone();
         *tg.view.lock().unwrap() = Some(ProcessView { mm: mm.clone(), fs: fs.clone(), files: files.clone() });
         tg
     };

@@ -44,7 +44,15 @@ pub fn exec(task: &mut Task, path: &[u8], argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>
     let stack_limit = task.tg.rlimit(linux_raw_sys::general::RLIMIT_STACK).cur;
     let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, stack_limit));
     let args = loader::ProgramArgs { argv: &argv, envp: &envp, execfn: path };
-    let loaded = loader::load(&resolver, &mm, &exe, &info, &args, &kernel.facts)?;
+    let creds = task.tg.creds.lock().unwrap().clone();
+    let facts = loader::AuxFacts {
+        uid: creds.uid.real,
+        euid: creds.uid.effective,
+        gid: creds.gid.real,
+        egid: creds.gid.effective,
+        ..kernel.facts.clone()
+    };
+    let loaded = loader::load(&resolver, &mm, &exe, &info, &args, &facts)?;
 
     // Past the point of no return.
     task.become_sole_thread();

@@ -7,6 +7,7 @@
 
 mod block;
 mod clone;
+pub mod creds;
 pub mod exec;
 mod exit;
 mod proc_source;
@@ -24,6 +25,7 @@ use platform::{Context, Interrupter, Registers};
 
 pub use block::{BlockError, block_on, current, current_opt};
 pub use clone::{CloneArgs, clone_task};
+pub use creds::Creds;
 pub use exit::{ExitKind, INIT_PID};
 pub use proc_source::{KernelProcSource, online_cpus};
 pub use run::{RestartBlock, current_tgid, run_task};
@@ -304,6 +306,8 @@ pub struct ThreadGroup {
     pub thread_events: WaitQueue,
     pub info: Mutex<ProcessInfo>,
     pub rlimits: Mutex<Rlimits>,
+    /// User and group ids.
+    pub creds: Mutex<Creds>,
     pub view: Mutex<Option<ProcessView>>,
     /// The thread that took the last process-wide signal no thread in
     /// particular was the best for (Linux's curr_target).
@@ -322,6 +326,7 @@ impl ThreadGroup {
             thread_events: WaitQueue::default(),
             info: Mutex::new(ProcessInfo::default()),
             rlimits: Mutex::new(Rlimits::default()),
+            creds: Mutex::new(Creds::of_host()),
             view: Mutex::new(None),
             curr_target: AtomicI32::new(tgid),
         })

@@ -7,7 +7,8 @@ use std::sync::{Arc, Weak};
 use super::ThreadGroup;
 
 use crate::fs::Dentry;
-use crate::fs::proc::ProcSource;
+use crate::fs::pipe::PipeInode;
+use crate::fs::proc::{FdTarget, ProcSource};
 use crate::kernel::Kernel;
 use crate::mm::{Backing, Role};
 
@@ -59,12 +60,16 @@ fn status(k: &Kernel, tg: &Arc<ThreadGroup>, comm: &[u8]) -> String {
             }
         }
     }
-    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+    let creds = tg.creds.lock().unwrap().clone();
     let mut s = String::new();
     let _ = writeln!(s, "Name:\t{}", String::from_utf8_lossy(comm));
     let _ = writeln!(s, "State:\t{letter} ({word})");
     let _ = writeln!(s, "Tgid:\t{pid}\nNgid:\t0\nPid:\t{pid}\nPPid:\t{ppid}\nTracerPid:\t0");
-    let _ = writeln!(s, "Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{gid}\t{gid}\t{gid}\t{gid}");
+    for (name, ids) in [("Uid", creds.uid), ("Gid", creds.gid)] {
+        let _ = writeln!(s, "{name}:\t{}\t{}\t{}\t{}", ids.real, ids.effective, ids.saved, ids.fs);
+    }
+    let groups: Vec<String> = creds.groups.iter().map(u32::to_string).collect();
+    let _ = writeln!(s, "Groups:\t{}", groups.join(" "));
     let _ = writeln!(s, "Threads:\t{}", threads.len());
     let _ = writeln!(s, "SigPnd:\t{:016x}\nShdPnd:\t{:016x}", private.0, shared.0);
     let _ = writeln!(s, "SigBlk:\t{:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}", blocked.0);
@@ -146,16 +151,20 @@ impl ProcSource for KernelProcSource {
         self.kernel.upgrade()?.procs.lock().unwrap().group(pid)?.info.lock().unwrap().exe.clone()
     }
 
-    fn fds(&self, pid: i32) -> Vec<(i32, crate::fs::proc::FdTarget)> {
+    fn fds(&self, pid: i32) -> Vec<(i32, FdTarget)> {
         let Some(v) = self.view(pid) else { return vec![] };
         v.files
             .list()
             .into_iter()
             .map(|(fd, e)| {
-                let target = match (&e.file.dentry, e.file.ops.pipe()) {
-                    (Some(d), _) => Ok(d.clone()),
-                    (None, Some(p)) => Err(p.describe()),
-                    (None, None) => Err(b"anon_inode:[unknown]".to_vec()),
+                // A pipe shows as one even when it was opened by a name.
+                let target = match (e.file.ops.pipe(), &e.file.dentry) {
+                    (Some(p), _) => FdTarget::Anonymous {
+                        desc: p.describe(),
+                        inode: Some(Arc::new(PipeInode(p.clone())) as Arc<dyn crate::fs::Inode>),
+                    },
+                    (None, Some(d)) => FdTarget::Named(d.clone()),
+                    (None, None) => FdTarget::Anonymous { desc: b"anon_inode:[unknown]".to_vec(), inode: None },
                 };
                 (fd, target)
             })
