@@ -1,8 +1,10 @@
 /* Process groups and sessions: setpgid/getpgid/getpgrp, setsid/getsid and
  * their errors, a child keeping its parent's group and session, signals to
- * a whole group with kill(-pgid) and kill(0), waits by group, and setpgid
- * on a child after it called execve. */
+ * a whole group with kill(-pgid) and kill(0), waits by group, setpgid
+ * on a child after it called execve, and orphaned groups: job-control stops
+ * dropped, SIGHUP and SIGCONT for one orphaned while stopped. */
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,9 +96,15 @@ int main(int argc, char **argv) {
     }
     pid_t me = getpid();
     CHECK(getpgrp() == getpgid(0));
+    /* Lead a group of our own: a group whose leader is outside our pid
+     * namespace reads as 0, which the checks below cannot tell apart
+     * from setpgid's "same as the pid". */
+    CHECK(getpgrp() == me || setpgid(0, 0) == 0);
+    CHECK(getpgrp() == me);
     CHECK(getpgid(me) == getpgrp());
     CHECK(getsid(0) == getsid(me));
-    CHECK(getsid(0) > 0);
+    /* 0 when the session's leader lives outside our pid namespace. */
+    CHECK(getsid(0) >= 0);
     CHECK_ERR(getpgid(999999), ESRCH);
     CHECK_ERR(getsid(999999), ESRCH);
     CHECK_ERR(setpgid(999999, 0), ESRCH);
@@ -210,5 +218,51 @@ int main(int argc, char **argv) {
     CHECK_ERR(setpgid(c, getpgrp()), EACCES);
     CHECK(write(in[1], "x", 1) == 1);
     CHECK(waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+    /* A child that made its own session leads an orphaned group (its
+     * parent is in another session): SIGTSTP is dropped, SIGSTOP is not. */
+    int sp[2];
+    CHECK_OK(pipe(sp));
+    c = fork();
+    if (c == 0) {
+        setsid();
+        (void)!write(sp[1], "s", 1);
+        for (;;) pause();
+    }
+    CHECK(read(sp[0], &r, 1) == 1);
+    CHECK_OK(kill(c, SIGTSTP));
+    ms_sleep(50);
+    CHECK(waitpid(c, &st, WUNTRACED | WNOHANG) == 0);
+    CHECK_OK(kill(c, SIGSTOP));
+    CHECK(waitpid(c, &st, WUNTRACED) == c && WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP);
+    kill(c, SIGKILL);
+    CHECK(waitpid(c, &st, 0) == c && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+
+    /* A group orphaned while a member is stopped gets SIGHUP and SIGCONT.
+     * The grandchild leads its own group, linked to the session by its
+     * parent, a session leader; when that parent exits, the grandchild
+     * comes to us (a subreaper, in another session) and its group is
+     * orphaned. SIGHUP's default action ends it. The alarm turns a
+     * missing hang-up into a failure rather than a hang. */
+    CHECK_OK(prctl(PR_SET_CHILD_SUBREAPER, 1));
+    alarm(10);
+    c = fork();
+    if (c == 0) {
+        setsid();
+        pid_t gc = fork();
+        if (gc == 0) {
+            setpgid(0, 0);
+            raise(SIGTSTP);
+            _exit(3); /* continued without a hang-up */
+        }
+        int gst;
+        if (waitpid(gc, &gst, WUNTRACED) != gc || !WIFSTOPPED(gst) || WSTOPSIG(gst) != SIGTSTP) _exit(1);
+        _exit(0);
+    }
+    CHECK(waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    pid_t gc = waitpid(-1, &st, 0);
+    CHECK(gc > 0 && gc != c);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGHUP);
+    alarm(0);
     return done();
 }

@@ -65,6 +65,9 @@ int main(void) {
 
     /* WNOHANG with a live child: 0; ECHILD for a pid that is not a child. */
     pid = child_sleeping();
+    /* Its own group, linked to our session by us: not orphaned, so
+     * SIGTSTP below stops it wherever this test is started from. */
+    CHECK_OK(setpgid(pid, pid));
     CHECK(waitpid(pid, &st, WNOHANG) == 0);
     CHECK_ERR(waitpid(getpid(), &st, 0), ECHILD);
     CHECK_ERR(waitpid(999999, &st, WNOHANG), ECHILD);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use linux_raw_sys::general as g;
 
 use super::signals::{group_exit, notify};
+use super::tree::ProcessTree;
 use super::{ExitStatus, Task, ThreadGroup};
 use crate::kernel::Kernel;
 use crate::signal::{SigInfo, code, flags};
@@ -155,14 +156,25 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
     *tg.view.lock().unwrap() = None;
     kernel.timers.cancel_process(tg.tgid);
     let status = tg.state.lock().unwrap().exit.expect("set by the last thread");
-    let (orphans, parent, reaper) = {
+    let (orphans, parent, reaper, hangups) = {
         let mut tree = kernel.procs.lock().unwrap();
         let reaper = tree.new_reaper(tg.tgid, INIT_PID);
         let orphans = if tg.tgid == INIT_PID { Vec::new() } else { tree.reparent_children(tg.tgid, reaper) };
+        let hangups = newly_orphaned_stopped_groups(&tree, tg.tgid, &orphans);
         let orphans: Vec<Arc<ThreadGroup>> = orphans.iter().filter_map(|p| tree.group(*p)).collect();
         let parent = tree.parent_of(tg.tgid).and_then(|p| tree.group(p));
-        (orphans, parent, tree.group(reaper))
+        (orphans, parent, tree.group(reaper), hangups)
     };
+    // A group this exit leaves orphaned with stopped members would stay
+    // stopped for good: POSIX has it hung up and continued.
+    for pgid in hangups {
+        let members = kernel.procs.lock().unwrap().members_of(pgid);
+        for sig in [g::SIGHUP, g::SIGCONT] {
+            for m in &members {
+                super::send_to_group(kernel, m, SigInfo::kernel(sig));
+            }
+        }
+    }
     // Children that asked for a signal when their parent dies get it.
     for o in &orphans {
         let sig = {
@@ -186,6 +198,35 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
     if tg.tgid == INIT_PID {
         kernel.init_exited(status);
     }
+}
+
+/// The process groups that `pid`'s exit orphans and that have a stopped
+/// member: its own group, when its parent was that group's link to the
+/// session, and the groups of its children (already handed to their new
+/// parent), when it was theirs.
+fn newly_orphaned_stopped_groups(tree: &ProcessTree, pid: i32, children: &[i32]) -> Vec<i32> {
+    let (Some(pgid), Some(sid)) = (tree.pgid_of(pid), tree.sid_of(pid)) else { return Vec::new() };
+    let mut groups = Vec::new();
+    if let Some(parent) = tree.parent_of(pid)
+        && tree.pgid_of(parent) != Some(pgid)
+        && tree.sid_of(parent) == Some(sid)
+        && tree.pgrp_orphaned(pgid, Some(pid))
+        && tree.pgrp_has_stopped(pgid)
+    {
+        groups.push(pgid);
+    }
+    for &c in children {
+        let Some(cg) = tree.pgid_of(c) else { continue };
+        if cg != pgid
+            && tree.sid_of(c) == Some(sid)
+            && !groups.contains(&cg)
+            && tree.pgrp_orphaned(cg, None)
+            && tree.pgrp_has_stopped(cg)
+        {
+            groups.push(cg);
+        }
+    }
+    groups
 }
 
 /// Tells the parent of a dead process: SIGCHLD (or its exit signal) and a

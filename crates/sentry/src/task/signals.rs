@@ -310,6 +310,13 @@ impl Task {
         }
     }
 
+    /// True if this process's group is orphaned.
+    fn pgrp_orphaned(&self) -> bool {
+        let tree = self.kernel.procs.lock().unwrap();
+        let pgid = tree.pgid_of(self.tg.tgid).unwrap_or(self.tg.tgid);
+        tree.pgrp_orphaned(pgid, None)
+    }
+
     /// A stop signal with its default action: the whole process stops.
     fn group_stop(&self, sig: u32) {
         {
@@ -371,6 +378,11 @@ impl Task {
                 match default_action(sig) {
                     DefaultAction::Ignore | DefaultAction::Continue => continue,
                     DefaultAction::Stop => {
+                        // SIGTSTP, SIGTTIN and SIGTTOU would leave an
+                        // orphaned group stopped for good: Linux drops them.
+                        if sig != g::SIGSTOP && self.pgrp_orphaned() {
+                            continue;
+                        }
                         self.group_stop(sig);
                         continue;
                     }

@@ -128,6 +128,37 @@ impl ProcessTree {
         self.pgid.iter().filter(|(_, g)| **g == pgid).filter_map(|(p, _)| self.groups.get(p).cloned()).collect()
     }
 
+    /// True if process group `pgid` is (or, without `ignoring`, would be)
+    /// orphaned: no live member has a parent in another group of the same
+    /// session, so nothing outside the group can resume it. Job-control
+    /// stops are discarded for such a group, and one that becomes orphaned
+    /// with stopped members gets SIGHUP and SIGCONT.
+    ///
+    /// The first process's parent is outside the sandbox; it counts as the
+    /// job-control shell that started cordon (same session, another group),
+    /// so the first process's own group is never orphaned while it lives
+    /// and a SIGTSTP forwarded to it stops it.
+    pub fn pgrp_orphaned(&self, pgid: i32, ignoring: Option<i32>) -> bool {
+        for (&pid, _) in self.pgid.iter().filter(|(_, g)| **g == pgid) {
+            if Some(pid) == ignoring {
+                continue;
+            }
+            if self.groups.get(&pid).is_some_and(|g| g.state.lock().unwrap().zombie) {
+                continue;
+            }
+            let Some(parent) = self.parent_of(pid) else { return false };
+            if self.pgid_of(parent) != Some(pgid) && self.sid_of(parent) == self.sid_of(pid) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// True if some member of process group `pgid` is stopped.
+    pub fn pgrp_has_stopped(&self, pgid: i32) -> bool {
+        self.members_of(pgid).iter().any(|g| g.state.lock().unwrap().stop_pending())
+    }
+
     /// Every process, zombies included, in pid order.
     pub fn processes(&self) -> Vec<Arc<ThreadGroup>> {
         self.groups.values().cloned().collect()
