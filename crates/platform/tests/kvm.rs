@@ -280,3 +280,43 @@ fn contexts_are_recycled() {
     assert_eq!(s.vcpus_in_use, 0);
     assert!(s.vcpus <= 2, "vCPUs are reused: {} created", s.vcpus);
 }
+
+#[test]
+fn instruction_fetch_from_data_faults_as_execute() {
+    let Some((mem, p)) = platform() else { return };
+    let mut g = Guest::new(mem, &p, |a| {
+        a.mov(rdi, DATA).unwrap();
+        a.jmp(rdi).unwrap();
+    });
+    g.map_data(DATA, Access::READ_WRITE);
+    let ev = g.run();
+    let Event::Fault(f) = ev else { panic!("running a no-execute page must fault: {ev:?}") };
+    assert_eq!(f.addr, DATA, "the fault address is the fetch target");
+    assert_eq!(f.access, Access { execute: true, ..Access::NONE });
+    assert!(f.present);
+    assert_eq!(g.regs.rip, DATA, "rip is the instruction that could not be fetched");
+}
+
+#[test]
+fn guest_reads_the_hosts_tsc() {
+    let Some((mem, p)) = platform() else { return };
+    let mut g = Guest::new(mem, &p, |a| {
+        a.rdtsc().unwrap();
+        a.shl(rdx, 32).unwrap();
+        a.or(rax, rdx).unwrap();
+        a.mov(rbx, rax).unwrap();
+        a.syscall().unwrap();
+    });
+    // SAFETY: rdtsc has no memory effects; every x86_64 CPU has it.
+    let before = unsafe { core::arch::x86_64::_rdtsc() };
+    assert_eq!(g.run(), Event::Syscall);
+    // SAFETY: as above.
+    let after = unsafe { core::arch::x86_64::_rdtsc() };
+    // The platform learns the guest's TSC on the first entry of a vCPU.
+    let Some(khz) = p.guest_tsc_khz() else {
+        eprintln!("skipping: the host's clock source is not the TSC, so the guest's is not trusted");
+        return;
+    };
+    assert!(khz > 100_000, "{khz} kHz");
+    assert!((before..=after).contains(&g.regs.rbx), "guest TSC {} outside the host's {before}..={after}", g.regs.rbx);
+}
