@@ -5,17 +5,9 @@ use std::time::{Duration, Instant};
 use linux_raw_sys::general as g;
 use rustix::time::ClockId;
 
-use super::{SysError, SysResult};
+use super::{SysError, SysResult, read_timespec};
 use crate::errno::Errno;
 use crate::task::{RestartBlock, Task};
-
-fn read_timespec(task: &Task, addr: u64) -> Result<Duration, SysError> {
-    let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
-    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
-        return Err(Errno::EINVAL.into());
-    }
-    Ok(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
-}
 
 /// A futex wait with a timeout. Interrupted by a signal without a handler
 /// it goes on until the same deadline (through restart_syscall), checking

@@ -16,7 +16,7 @@ mod time;
 mod timer;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use errors::{SysError, SysResult};
 use linux_raw_sys::general as g;
@@ -95,4 +95,19 @@ pub fn start_dir(task: &Task, dirfd: u64, path: &[u8]) -> Result<Option<Arc<Dent
 /// Turns a negative value into EINVAL and anything else into `usize`.
 pub fn to_usize(v: u64) -> Result<usize, SysError> {
     if (v as i64) < 0 { Err(Errno::EINVAL.into()) } else { Ok(v as usize) }
+}
+
+/// Reads a `struct timespec` duration: EINVAL if negative or with
+/// nanoseconds out of range.
+pub fn read_timespec(task: &Task, addr: u64) -> Result<Duration, SysError> {
+    let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
+    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+        return Err(Errno::EINVAL.into());
+    }
+    Ok(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+}
+
+/// A timeout argument: NULL waits forever.
+pub fn read_timeout(task: &Task, addr: u64) -> Result<Option<Duration>, SysError> {
+    if addr == 0 { Ok(None) } else { read_timespec(task, addr).map(Some) }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use linux_raw_sys::general as g;
 use rustix::event::{PollFd, PollFlags};
 
-use super::{SysError, SysResult};
+use super::{SysError, SysResult, read_timeout};
 use crate::errno::Errno;
 use crate::fs::pipe::Pipe;
 use crate::fs::{OpenFile, OpenFlags, POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, POLLPRI, POLLRDNORM, POLLWRNORM};
@@ -123,17 +123,6 @@ fn poll_files(task: &Task, items: &mut [Polled], deadline: Option<Instant>) -> R
     }
 }
 
-fn read_timespec(task: &Task, addr: u64) -> Result<Option<Duration>, SysError> {
-    if addr == 0 {
-        return Ok(None);
-    }
-    let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
-    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
-        return Err(Errno::EINVAL.into());
-    }
-    Ok(Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32)))
-}
-
 /// Installs a temporary signal mask for ppoll/pselect6; the old one comes
 /// back when the call returns or its interrupting handler does.
 fn set_temporary_mask(task: &Task, addr: u64, size: u64) -> Result<(), SysError> {
@@ -211,7 +200,7 @@ fn write_time_left(task: &Task, addr: u64, timeout: Option<Duration>, deadline: 
 }
 
 pub fn ppoll(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let timeout = read_timespec(task, a[2])?;
+    let timeout = read_timeout(task, a[2])?;
     let deadline = timeout.map(|d| Instant::now() + d);
     set_temporary_mask(task, a[3], a[4])?;
     let r = poll_common(task, a[0], a[1], deadline);
@@ -304,7 +293,7 @@ pub fn select(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn pselect6(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let timeout = read_timespec(task, a[4])?;
+    let timeout = read_timeout(task, a[4])?;
     let deadline = timeout.map(|d| Instant::now() + d);
     if a[5] != 0 {
         let ss: [u64; 2] = task.mm.read_pod(a[5])?;

@@ -1,10 +1,10 @@
 //! Signal system calls.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use linux_raw_sys::general as g;
 
-use super::{SysError, SysResult};
+use super::{SysError, SysResult, read_timeout};
 use crate::errno::Errno;
 use crate::signal::{KernelSigAction, NSIG, SigAction, SigInfo, SigSet, code};
 use crate::task::{BlockError, INIT_PID, Task, block_on, send_to_group, send_to_thread, take_signal};
@@ -115,17 +115,6 @@ pub fn rt_sigsuspend(task: &mut Task, a: &[u64; 6]) -> SysResult {
 pub fn pause(_task: &mut Task, _: &[u64; 6]) -> SysResult {
     wait_for_signal()?;
     Ok(0)
-}
-
-fn read_timeout(task: &Task, addr: u64) -> Result<Option<Duration>, SysError> {
-    if addr == 0 {
-        return Ok(None);
-    }
-    let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
-    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
-        return Err(Errno::EINVAL.into());
-    }
-    Ok(Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32)))
 }
 
 pub fn rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> SysResult {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use linux_raw_sys::general as g;
 use rustix::time::ClockId;
 
-use super::{SysError, SysResult};
+use super::{SysError, SysResult, read_timespec};
 use crate::errno::Errno;
 use crate::task::{BlockError, RestartBlock, Task, block_on};
 use crate::vdso::ClockKind;
@@ -108,14 +108,6 @@ pub fn time(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(t)
 }
 
-fn read_ts(task: &Task, addr: u64) -> Result<Duration, SysError> {
-    let t: g::__kernel_timespec = task.mm.read_pod(addr)?;
-    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
-        return Err(Errno::EINVAL.into());
-    }
-    Ok(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
-}
-
 /// Sleeps until `deadline`, interruptibly. An interrupted relative sleep
 /// reports what is left at `rem` and resumes through restart_syscall.
 fn sleep_until(task: &mut Task, deadline: Instant, rem: Option<u64>) -> SysResult {
@@ -136,7 +128,7 @@ fn sleep_until(task: &mut Task, deadline: Instant, rem: Option<u64>) -> SysResul
 }
 
 pub fn nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let d = read_ts(task, a[0])?;
+    let d = read_timespec(task, a[0])?;
     sleep_until(task, Instant::now() + d, Some(a[1]))
 }
 
@@ -157,7 +149,7 @@ pub fn clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if matches!(clock, Clock::Known(ClockId::ThreadCPUTime)) {
         return Err(Errno::EINVAL.into());
     }
-    let d = read_ts(task, a[2])?;
+    let d = read_timespec(task, a[2])?;
     if a[1] as u32 & g::TIMER_ABSTIME != 0 {
         let n = now(task, clock);
         let left = d.saturating_sub(Duration::new(n.tv_sec as u64, n.tv_nsec as u32));
