@@ -181,6 +181,21 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(status.shell_code() as u8))
 }
 
+/// A command-line error as one line: clap's message up to its usage
+/// block, continuation lines (such as the names of missing arguments)
+/// joined on.
+fn one_line(e: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...]; see --help)".into();
+    }
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let line = parts.join(" ");
+    let line = line.trim_start_matches("error: ").trim_end_matches(':');
+    if line.is_empty() { "invalid arguments".into() } else { line.into() }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -190,9 +205,7 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
-            eprintln!("cordon: {first}");
+            eprintln!("cordon: {}", one_line(&e));
             return ExitCode::from(2);
         }
     };

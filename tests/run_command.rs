@@ -76,6 +76,13 @@ fn bad_input_gives_one_line_and_a_distinct_status() {
     let mut cmd = std::process::Command::new(cordon());
     cmd.args(["run", "--memory", "lots", "--", "/bin/true"]);
     one_line_error(&common::run_with(cmd, None), 2, "lots");
+    let mut cmd = std::process::Command::new(cordon());
+    cmd.args(["run", "--"]);
+    one_line_error(&common::run_with(cmd, None), 2, "not provided: <PROGRAM");
+    one_line_error(&common::run_with(std::process::Command::new(cordon()), None), 2, "no command given");
+    let mut cmd = std::process::Command::new(cordon());
+    cmd.arg("walk");
+    one_line_error(&common::run_with(cmd, None), 2, "walk");
 }
 
 #[test]
