@@ -7,6 +7,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -365,6 +369,52 @@ static void test_sparse(void) {
     CHECK(!readable(p));
 }
 
+/* /proc/self/maps: a file mapping shows its offset, device, inode and
+ * path, the path starting in column 74 as Linux lays it out; [heap] and
+ * [stack] are named the same way. */
+static void test_maps(const char *path) {
+    char *p = mmap(NULL, PG, PROT_READ, MAP_PRIVATE, datafd, PG);
+    CHECK(p != MAP_FAILED);
+    struct stat st;
+    CHECK_OK(fstat(datafd, &st));
+    char real[4096];
+    CHECK(realpath(path, real) != NULL);
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL);
+    if (!f || p == MAP_FAILED) return;
+    char line[4352];
+    int found = 0, heap = 0, stack = 0, misplaced = 0, unparsed = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        unsigned long start, end, off, ino;
+        unsigned maj, min;
+        char perms[5];
+        int name_at = 0;
+        if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &min, &ino, &name_at) < 7) {
+            unparsed++;
+            continue;
+        }
+        const char *name = line + name_at;
+        if (*name && name_at != 73) misplaced++;
+        if (strcmp(name, "[heap]") == 0) heap++;
+        if (strcmp(name, "[stack]") == 0) stack++;
+        if (start != (unsigned long)p) continue;
+        found++;
+        CHECK(end == start + PG);
+        CHECK(strcmp(perms, "r--p") == 0);
+        CHECK(off == PG);
+        CHECK(ino == st.st_ino && maj == major(st.st_dev) && min == minor(st.st_dev));
+        CHECK(strcmp(name, real) == 0);
+    }
+    fclose(f);
+    CHECK(unparsed == 0);
+    CHECK(misplaced == 0);
+    CHECK(found == 1);
+    CHECK(stack == 1);
+    CHECK(heap <= 1);
+    CHECK_OK(munmap(p, PG));
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: memory FIXTURE-DIR\n");
@@ -384,5 +434,6 @@ int main(int argc, char **argv) {
     test_madvise();
     test_brk();
     test_sparse();
+    test_maps(path);
     return done();
 }

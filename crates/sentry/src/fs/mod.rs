@@ -119,9 +119,11 @@ impl From<crate::mm::MmError> for FsError {
     }
 }
 
-/// How a mapped file is described in /proc/PID/maps.
+/// How a mapped object is described in /proc/PID/maps.
 #[derive(Clone, Debug, Default)]
 pub struct MapName {
+    /// The name of an object that has no path (`[vdso]`); a file mapped by
+    /// a name shows that name instead.
     pub path: String,
     pub dev: u64,
     pub ino: u64,

@@ -158,8 +158,12 @@ pub fn map_image(mm: &MemoryManager, file: &OpenFile, info: &ElfInfo, main: bool
         let mem_end = page_up(start + s.memsz).ok_or(LoadError::BadFormat)?;
         if s.filesz > 0 {
             let map_end = page_up(file_end).ok_or(LoadError::BadFormat)?;
-            let backing =
-                Backing::File { file: mappable.clone(), offset: s.offset - (start - map_start), shared: false };
+            let backing = Backing::File {
+                file: mappable.clone(),
+                offset: s.offset - (start - map_start),
+                shared: false,
+                name: file.dentry.clone(),
+            };
             mm.map(map_start, map_end - map_start, s.access, backing, fixed).map_err(mm_err)?;
             if s.memsz > s.filesz && s.access.write && !file_end.is_multiple_of(PAGE) {
                 // The bss starts inside the last file page: what follows the

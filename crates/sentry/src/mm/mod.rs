@@ -586,7 +586,7 @@ impl MemoryManager {
     /// that starts after another has loaded the same library then faults
     /// once per mapping instead of once per window.
     fn map_cached(&self, st: &mut State, vma: &Vma, around: u64) {
-        let Backing::File { file, offset, shared } = &vma.backing else { return };
+        let Backing::File { file, offset, shared, .. } = &vma.backing else { return };
         let eff = effective(vma.access);
         if vma.access.is_none() {
             return;
@@ -707,7 +707,7 @@ impl MemoryManager {
                             let f = object.page((offset + (va - vma.start)) / PAGE)?;
                             new_pages.push((va, Page { frame: f, cow: false }));
                         }
-                        Backing::File { file, offset, shared } => {
+                        Backing::File { file, offset, shared, .. } => {
                             let index = (offset + (va - vma.start)) / PAGE;
                             let Some(f) = file.page(index)? else {
                                 eof = Some(va);

@@ -328,7 +328,13 @@ fn private_file_pages_copy_on_write_and_stop_at_eof() {
     mf.write(pages[0], 0, b"file");
     let file = Arc::new(TestFile { mf: mf.clone(), pages });
     let a = mm
-        .map(0, 4 * 4096, RW, Backing::File { file: file.clone(), offset: 0, shared: false }, MapFlags::default())
+        .map(
+            0,
+            4 * 4096,
+            RW,
+            Backing::File { file: file.clone(), offset: 0, shared: false, name: None },
+            MapFlags::default(),
+        )
         .unwrap();
     let mut buf = [0u8; 4];
     mm.copy_in(a, &mut buf).unwrap();
@@ -347,7 +353,9 @@ fn a_fault_past_eof_is_beyond_eof_even_deep_in_the_window() {
     let (mf, space, mm) = setup();
     let pages: Vec<Frame> = vec![mf.allocate().unwrap()];
     let file = Arc::new(TestFile { mf: mf.clone(), pages });
-    let a = mm.map(0, 8 * 4096, R, Backing::File { file, offset: 0, shared: false }, MapFlags::default()).unwrap();
+    let a = mm
+        .map(0, 8 * 4096, R, Backing::File { file, offset: 0, shared: false, name: None }, MapFlags::default())
+        .unwrap();
     let in_use = mf.stats().frames_in_use;
     // The window starts at the mapping; the file ends after its first page.
     assert!(matches!(mm.handle_fault(a + 5 * 4096, Access::READ), Err(MmError::BeyondEof)));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use platform::Access;
 
 use super::shared::SharedMemory;
-use crate::fs::Mappable;
+use crate::fs::{Dentry, Mappable};
 
 /// What backs a VMA's pages.
 #[derive(Clone)]
@@ -18,7 +18,8 @@ pub enum Backing {
     /// anonymous mappings and their fork copies).
     Shared { object: Arc<SharedMemory>, offset: u64 },
     /// Pages of a file. Private mappings copy a page on first write.
-    File { file: Arc<dyn Mappable>, offset: u64, shared: bool },
+    /// `name` is the name it was mapped by, which /proc/PID/maps shows.
+    File { file: Arc<dyn Mappable>, offset: u64, shared: bool, name: Option<Arc<Dentry>> },
 }
 
 impl Backing {
@@ -27,8 +28,8 @@ impl Backing {
         match self {
             Backing::Anonymous => Backing::Anonymous,
             Backing::Shared { object, offset } => Backing::Shared { object: object.clone(), offset: offset + delta },
-            Backing::File { file, offset, shared } => {
-                Backing::File { file: file.clone(), offset: offset + delta, shared: *shared }
+            Backing::File { file, offset, shared, name } => {
+                Backing::File { file: file.clone(), offset: offset + delta, shared: *shared, name: name.clone() }
             }
         }
     }
@@ -40,8 +41,16 @@ impl Backing {
             (Backing::Shared { object: a, offset: x }, Backing::Shared { object: b, offset: y }) => {
                 Arc::ptr_eq(a, b) && x + delta == *y
             }
-            (Backing::File { file: a, offset: x, shared: s }, Backing::File { file: b, offset: y, shared: t }) => {
-                Arc::ptr_eq(a, b) && x + delta == *y && s == t
+            (
+                Backing::File { file: a, offset: x, shared: s, name: m },
+                Backing::File { file: b, offset: y, shared: t, name: n },
+            ) => {
+                let same_name = match (m, n) {
+                    (Some(m), Some(n)) => Arc::ptr_eq(m, n),
+                    (None, None) => true,
+                    _ => false,
+                };
+                Arc::ptr_eq(a, b) && x + delta == *y && s == t && same_name
             }
             _ => false,
         }
@@ -326,7 +335,7 @@ mod tests {
             0x10000,
             0x20000,
             Access::READ,
-            Backing::File { file: f.clone(), offset: 0x3000, shared: false },
+            Backing::File { file: f.clone(), offset: 0x3000, shared: false, name: None },
         ));
         m.update(0x14000, 0x15000, |v| v.access = Access::READ_WRITE);
         let mid = m.find(0x14000).unwrap();

@@ -75,7 +75,7 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
                 }
                 max_access = Access::ALL.without_write();
             }
-            Backing::File { file: m, offset: off, shared }
+            Backing::File { file: m, offset: off, shared, name: f.dentry.clone() }
         }
     };
     let mflags = MapFlags {

@@ -193,38 +193,11 @@ impl ProcSource for KernelProcSource {
             ),
             "maps" => {
                 let view = tg.view.lock().unwrap().clone()?;
-                let mut out = String::new();
+                let mut out = Vec::new();
                 for v in view.mm.vmas() {
-                    let a = v.access;
-                    let (off, dev, ino, path) = match &v.backing {
-                        Backing::File { file, offset, shared: _ } => {
-                            let n = file.describe();
-                            (*offset, n.dev, n.ino, n.path)
-                        }
-                        _ => (0, 0, 0, String::new()),
-                    };
-                    let name = match v.role {
-                        Role::Heap => "[heap]".to_string(),
-                        Role::Stack => "[stack]".to_string(),
-                        Role::Plain => path,
-                    };
-                    let _ = writeln!(
-                        out,
-                        "{:x}-{:x} {}{}{}{} {:08x} {:02x}:{:02x} {} {}",
-                        v.start,
-                        v.end,
-                        if a.read { 'r' } else { '-' },
-                        if a.write { 'w' } else { '-' },
-                        if a.execute { 'x' } else { '-' },
-                        if v.is_private() { 'p' } else { 's' },
-                        off,
-                        crate::fs::dev_major(dev),
-                        crate::fs::dev_minor(dev),
-                        ino,
-                        name
-                    );
+                    maps_line(&mut out, &v);
                 }
-                Some(out.into_bytes())
+                Some(out)
             }
             "status" => Some(status(&k, &tg, &info.comm).into_bytes()),
             "stat" => Some(stat(&k, &tg, &info.comm).into_bytes()),
@@ -335,4 +308,57 @@ fn cpuinfo() -> String {
         );
     }
     s
+}
+
+/// One line of /proc/PID/maps, laid out as Linux does: the name (a file's
+/// path, or [heap], [stack], [vdso]...) starts in column 74.
+fn maps_line(out: &mut Vec<u8>, v: &crate::mm::Vma) {
+    use std::io::Write as _;
+    let a = v.access;
+    let (off, dev, ino, name) = match &v.backing {
+        Backing::File { file, offset, name, .. } => {
+            let n = file.describe();
+            let shown = match name {
+                Some(d) => d.path(),
+                None => n.path.into_bytes(),
+            };
+            (*offset, n.dev, n.ino, shown)
+        }
+        _ => (0, 0, 0, Vec::new()),
+    };
+    let name = match v.role {
+        Role::Heap => b"[heap]".to_vec(),
+        Role::Stack => b"[stack]".to_vec(),
+        Role::Plain => name,
+    };
+    let line_start = out.len();
+    let _ = write!(
+        out,
+        "{:08x}-{:08x} {}{}{}{} {:08x} {:02x}:{:02x} {} ",
+        v.start,
+        v.end,
+        if a.read { 'r' } else { '-' },
+        if a.write { 'w' } else { '-' },
+        if a.execute { 'x' } else { '-' },
+        if v.is_private() { 'p' } else { 's' },
+        off,
+        crate::fs::dev_major(dev),
+        crate::fs::dev_minor(dev),
+        ino,
+    );
+    if !name.is_empty() {
+        // Padded to 72 columns, then one more space.
+        let pad = (line_start + 72).saturating_sub(out.len());
+        out.resize(out.len() + pad, b' ');
+        out.push(b' ');
+        // A newline in a name would split the line: Linux escapes it.
+        for &b in &name {
+            if b == b'\n' {
+                out.extend_from_slice(b"\\012");
+            } else {
+                out.push(b);
+            }
+        }
+    }
+    out.push(b'\n');
 }

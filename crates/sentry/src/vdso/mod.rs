@@ -92,7 +92,12 @@ impl Vdso {
         // Populated now: libc reads the code at start-up and the time page
         // on its first clock read, and a fault costs a VM exit.
         let fixed = MapFlags { fixed: true, populate: true, ..MapFlags::default() };
-        let file = |f: &Arc<Frames>| Backing::File { file: f.clone() as Arc<dyn Mappable>, offset: 0, shared: false };
+        let file = |f: &Arc<Frames>| Backing::File {
+            file: f.clone() as Arc<dyn Mappable>,
+            offset: 0,
+            shared: false,
+            name: None,
+        };
         mm.map(base, PAGE_SIZE, Access::READ, file(&self.time), fixed)?;
         // The page changes under the application's feet; it may never write
         // it, not even to a private copy.
