@@ -30,6 +30,7 @@ c_tests! {
     pgrp,
     pipes,
     poll_select,
+    epoll,
     timers,
     prctl_orphans,
 }

@@ -8,6 +8,8 @@
 
 pub mod dentry;
 pub mod dev;
+pub mod epoll;
+pub mod eventfd;
 pub mod host;
 pub mod path;
 pub mod pipe;
@@ -509,6 +511,14 @@ pub trait FileOps: Send + Sync {
     }
     /// The pipe behind a pipe end.
     fn pipe(&self) -> Option<&Arc<pipe::Pipe>> {
+        None
+    }
+    /// How /proc/PID/fd names a file that has no path (`anon_inode:[eventfd]`).
+    fn anon_name(&self) -> Option<&'static str> {
+        None
+    }
+    /// The epoll instance behind an epoll descriptor.
+    fn epoll(&self) -> Option<&epoll::Epoll> {
         None
     }
 }

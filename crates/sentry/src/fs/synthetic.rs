@@ -42,6 +42,13 @@ fn synthetic_stat(ino: u64, mode: u32, size: u64, nlink: u64) -> Stat {
     }
 }
 
+/// The one inode Linux gives every anonymous-inode file (eventfd,
+/// eventpoll): no file type, mode 0600.
+pub fn anon_inode_stat() -> Stat {
+    static INO: OnceLock<u64> = OnceLock::new();
+    synthetic_stat(*INO.get_or_init(next_ino), 0o600, 0, 1)
+}
+
 /// Appends one linux_dirent64 record to `buf`, if it fits.
 pub fn push_dirent(buf: &mut [u8], used: &mut usize, ino: u64, next: u64, ty: FileType, name: &[u8]) -> bool {
     let reclen = (19 + name.len() + 1).div_ceil(8) * 8;

@@ -1,5 +1,6 @@
 //! System calls: one table, one module per family, strace-style tracing.
 
+mod epoll;
 mod errors;
 mod fs;
 mod futex;

@@ -12,7 +12,7 @@ use crate::errno::Errno;
 use crate::fs::pipe::Pipe;
 use crate::fs::{OpenFile, OpenFlags, POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, POLLPRI, POLLRDNORM, POLLWRNORM};
 use crate::signal::SigSet;
-use crate::task::{RestartBlock, Task};
+use crate::task::{RestartBlock, Task, TaskShared};
 
 pub fn pipe2(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let flags = a[1] as u32;
@@ -90,42 +90,48 @@ fn poll_files(task: &Task, items: &mut [Polled], deadline: Option<Instant>) -> R
         if me.interrupted() {
             return Err(Errno::ERESTARTNOHAND.into());
         }
-        if host.is_empty() {
-            me.waiter.sleep(deadline);
-            continue;
-        }
-        // Host descriptors: one host poll covers them and the task's
-        // wake-ups (through its eventfd).
-        let ev = me.waiter.eventfd();
-        let mut fds: Vec<PollFd> = host
-            .iter()
-            .map(|(fd, e)| {
-                let mut fl = PollFlags::empty();
-                if e & (POLLIN | POLLRDNORM) != 0 {
-                    fl |= PollFlags::IN;
-                }
-                if e & (POLLOUT | POLLWRNORM) != 0 {
-                    fl |= PollFlags::OUT;
-                }
-                if e & POLLPRI != 0 {
-                    fl |= PollFlags::PRI;
-                }
-                PollFd::new(fd, fl)
-            })
-            .collect();
-        fds.push(PollFd::new(&ev, PollFlags::IN));
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let ts = left.map(|l| rustix::time::Timespec { tv_sec: l.as_secs() as i64, tv_nsec: l.subsec_nanos() as i64 });
-        let _ = rustix::event::poll(&mut fds, ts.as_ref());
-        if !fds.last().expect("eventfd").revents().is_empty() {
-            me.waiter.drain_eventfd();
-        }
+        sleep_once(&me, &host, deadline);
+    }
+}
+
+/// Sleeps until the task is woken (through the queues it registered on),
+/// one of the host descriptors `host` has one of its events, or `deadline`.
+pub(super) fn sleep_once(me: &TaskShared, host: &[(BorrowedFd, u32)], deadline: Option<Instant>) {
+    if host.is_empty() {
+        me.waiter.sleep(deadline);
+        return;
+    }
+    // Host descriptors: one host poll covers them and the task's wake-ups
+    // (through its eventfd).
+    let ev = me.waiter.eventfd();
+    let mut fds: Vec<PollFd> = host
+        .iter()
+        .map(|(fd, e)| {
+            let mut fl = PollFlags::empty();
+            if e & (POLLIN | POLLRDNORM) != 0 {
+                fl |= PollFlags::IN;
+            }
+            if e & (POLLOUT | POLLWRNORM) != 0 {
+                fl |= PollFlags::OUT;
+            }
+            if e & POLLPRI != 0 {
+                fl |= PollFlags::PRI;
+            }
+            PollFd::new(fd, fl)
+        })
+        .collect();
+    fds.push(PollFd::new(&ev, PollFlags::IN));
+    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    let ts = left.map(|l| rustix::time::Timespec { tv_sec: l.as_secs() as i64, tv_nsec: l.subsec_nanos() as i64 });
+    let _ = rustix::event::poll(&mut fds, ts.as_ref());
+    if !fds.last().expect("eventfd").revents().is_empty() {
+        me.waiter.drain_eventfd();
     }
 }
 
 /// Installs a temporary signal mask for ppoll/pselect6; the old one comes
 /// back when the call returns or its interrupting handler does.
-fn set_temporary_mask(task: &Task, addr: u64, size: u64) -> Result<(), SysError> {
+pub(super) fn set_temporary_mask(task: &Task, addr: u64, size: u64) -> Result<(), SysError> {
     if addr == 0 {
         return Ok(());
     }

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
-use super::{Handler, fs, futex, info, io, mm, net, pipe, process, signal, time, timer};
+use super::{Handler, epoll, fs, futex, info, io, mm, net, pipe, process, signal, time, timer};
 
 /// One implemented system call.
 pub struct SyscallDef {
@@ -186,6 +186,14 @@ table! {
     getsid => process::getsid, [Int], Int;
     pipe => pipe::pipe, [Ptr], Int;
     pipe2 => pipe::pipe2, [Ptr, OpenFlags], Int;
+    epoll_create => epoll::epoll_create, [Int], Int;
+    epoll_create1 => epoll::epoll_create1, [Hex], Int;
+    epoll_ctl => epoll::epoll_ctl, [Fd, Int, Fd, Ptr], Int;
+    epoll_wait => epoll::epoll_wait, [Fd, Ptr, Int, Int], Int;
+    epoll_pwait => epoll::epoll_pwait, [Fd, Ptr, Int, Int, Ptr, UInt], Int;
+    epoll_pwait2 => epoll::epoll_pwait2, [Fd, Ptr, Int, Ptr, Ptr, UInt], Int;
+    eventfd => epoll::eventfd, [UInt], Int;
+    eventfd2 => epoll::eventfd2, [UInt, Hex], Int;
     poll => pipe::poll, [Ptr, UInt, Int], Int;
     ppoll => pipe::ppoll, [Ptr, UInt, Ptr, Ptr, UInt], Int;
     select => pipe::select, [Int, Ptr, Ptr, Ptr, Ptr], Int;

@@ -164,7 +164,10 @@ impl ProcSource for KernelProcSource {
                         inode: Some(Arc::new(PipeInode(p.clone())) as Arc<dyn crate::fs::Inode>),
                     },
                     (None, Some(d)) => FdTarget::Named(d.clone()),
-                    (None, None) => FdTarget::Anonymous { desc: b"anon_inode:[unknown]".to_vec(), inode: None },
+                    (None, None) => FdTarget::Anonymous {
+                        desc: e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").as_bytes().to_vec(),
+                        inode: None,
+                    },
                 };
                 (fd, target)
             })

@@ -4,6 +4,7 @@
 //! sleeper consumes.
 
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
@@ -73,6 +74,9 @@ impl Waiter {
 #[derive(Default)]
 pub struct WaitQueue {
     waiters: Mutex<Vec<Weak<Waiter>>>,
+    /// Counts notifications: an edge-triggered epoll reports a file again
+    /// only after its queue moved on.
+    generation: AtomicU64,
 }
 
 impl WaitQueue {
@@ -84,12 +88,18 @@ impl WaitQueue {
 
     /// Wakes every waiter.
     pub fn notify_all(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         let list = self.waiters.lock().unwrap();
         for w in list.iter() {
             if let Some(w) = w.upgrade() {
                 w.wake();
             }
         }
+    }
+
+    /// How many notifications there have been.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     pub fn is_empty(&self) -> bool {
