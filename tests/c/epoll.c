@@ -5,6 +5,7 @@
  * semaphore modes. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -190,6 +191,15 @@ static void test_waiting(void) {
     CHECK(epoll_wait(ep, ev, 2, 5000) == 1 && ev[0].data.u64 == 7 && ev[0].events == EPOLLIN);
     pthread_join(th, NULL);
     uint64_t v;
+    CHECK(read(late_fd, &v, 8) == 8 && v == 1);
+    /* poll on the epoll descriptor itself wakes when a watched file does. */
+    struct pollfd pf = {.fd = ep, .events = POLLIN};
+    CHECK(poll(&pf, 1, 0) == 0);
+    pthread_create(&th, NULL, write_late, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(poll(&pf, 1, 5000) == 1 && pf.revents == POLLIN);
+    CHECK(ms_since(&t0) < 4000);
+    pthread_join(th, NULL);
     CHECK(read(late_fd, &v, 8) == 8 && v == 1);
     /* A handled signal ends the wait with EINTR, SA_RESTART or not. */
     struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};

@@ -73,13 +73,13 @@ fn poll_files(task: &Task, items: &mut [Polled], deadline: Option<Instant>) -> R
         n
     };
     let me = crate::task::current();
-    let files: Vec<Arc<OpenFile>> = items.iter().filter_map(|i| i.file.clone()).collect();
-    let _registered: Vec<_> = files.iter().filter_map(|f| f.ops.poll_queue()).map(|q| q.register(&me.waiter)).collect();
     let polled: Vec<(Arc<OpenFile>, u32)> =
         items.iter().filter_map(|i| i.file.clone().map(|f| (f, i.events))).collect();
-    let host: Vec<(BorrowedFd, u32)> =
-        polled.iter().filter_map(|(f, ev)| f.ops.host_fd().map(|fd| (fd, *ev))).collect();
     loop {
+        // Registered before the scan, so no wake-up between them is lost;
+        // again on every round, since an epoll descriptor's files change.
+        let sources = wake_sources(&polled);
+        let _registered: Vec<_> = sources.queues().map(|q| q.register(&me.waiter)).collect();
         let n = scan(items);
         if n > 0 {
             return Ok(n);
@@ -90,8 +90,37 @@ fn poll_files(task: &Task, items: &mut [Polled], deadline: Option<Instant>) -> R
         if me.interrupted() {
             return Err(Errno::ERESTARTNOHAND.into());
         }
-        sleep_once(&me, &host, deadline);
+        sleep_once(&me, &sources.host_fds(), deadline);
     }
+}
+
+/// What can make polled files ready: the files themselves, and for an
+/// epoll descriptor the files it watches and its interest list.
+struct WakeSources<'a> {
+    files: Vec<(Arc<OpenFile>, u32)>,
+    epolls: Vec<&'a crate::fs::epoll::Epoll>,
+}
+
+impl WakeSources<'_> {
+    fn queues(&self) -> impl Iterator<Item = &crate::task::WaitQueue> {
+        self.files.iter().filter_map(|(f, _)| f.ops.poll_queue()).chain(self.epolls.iter().map(|e| e.changes()))
+    }
+
+    fn host_fds(&self) -> Vec<(BorrowedFd<'_>, u32)> {
+        self.files.iter().filter_map(|(f, ev)| f.ops.host_fd().map(|fd| (fd, *ev))).collect()
+    }
+}
+
+fn wake_sources(polled: &[(Arc<OpenFile>, u32)]) -> WakeSources<'_> {
+    let mut files = polled.to_vec();
+    let mut epolls = Vec::new();
+    for (f, _) in polled {
+        if let Some(ep) = f.ops.epoll() {
+            files.extend(ep.watched().into_iter().map(|w| (w, POLLIN | POLLOUT | POLLPRI)));
+            epolls.push(ep);
+        }
+    }
+    WakeSources { files, epolls }
 }
 
 /// Sleeps until the task is woken (through the queues it registered on),
