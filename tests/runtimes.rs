@@ -31,8 +31,13 @@ fn go_goroutines_netpoller_and_exec() {
     };
     let dir = scratch_dir("go");
     let prog = dir.join("runtime_check");
-    let built = std::process::Command::new(go)
-        .env("CGO_ENABLED", "0")
+    let mut build = std::process::Command::new(go);
+    build.env("CGO_ENABLED", "0").env("GOTOOLCHAIN", "local");
+    // Go keeps its build cache under $HOME; give it one where there is none.
+    if ["GOCACHE", "XDG_CACHE_HOME", "HOME"].iter().all(|v| std::env::var_os(v).is_none()) {
+        build.env("GOCACHE", dir.join("cache")).env("GOPATH", dir.join("gopath"));
+    }
+    let built = build
         .args(["build", "-o"])
         .arg(&prog)
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/go/runtime_check.go"))
