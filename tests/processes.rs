@@ -31,6 +31,7 @@ c_tests! {
     pipes,
     poll_select,
     epoll,
+    pidfd,
     timers,
     prctl_orphans,
 }

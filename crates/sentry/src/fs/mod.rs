@@ -521,6 +521,10 @@ pub trait FileOps: Send + Sync {
     fn epoll(&self) -> Option<&epoll::Epoll> {
         None
     }
+    /// The process behind a process descriptor.
+    fn pidfd(&self) -> Option<&Arc<crate::task::ThreadGroup>> {
+        None
+    }
 }
 
 /// poll(2) event bits.

@@ -5,8 +5,10 @@ use linux_raw_sys::prctl as pr;
 
 use super::{SysError, SysResult, read_path, start_dir};
 use crate::errno::Errno;
+use crate::fs::{OpenFile, OpenFlags};
 use crate::signal::SigFields;
 use crate::task::creds::{Creds, Ids};
+use crate::task::pidfd::PidFd;
 use crate::task::{
     CloneArgs, ExitKind, ExitStatus, RLIM_INFINITY, Rlimit, Task, WaitFor, WaitOptions, WaitOutcome, clone_task,
     wait_child,
@@ -27,15 +29,68 @@ pub fn exit_group(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn clone(task: &mut Task, a: &[u64; 6]) -> SysResult {
     // x86_64 order: flags, stack, parent_tid, child_tid, tls.
+    let flags = a[0] & !0xff;
+    // clone() returns a CLONE_PIDFD descriptor where CLONE_PARENT_SETTID
+    // would write the tid, so the two cannot go together.
+    if flags & g::CLONE_PIDFD as u64 != 0 && flags & g::CLONE_PARENT_SETTID as u64 != 0 {
+        return Err(Errno::EINVAL.into());
+    }
     let args = CloneArgs {
-        flags: a[0] & !0xff,
+        flags,
         exit_signal: (a[0] & 0xff) as u32,
         stack: a[1],
         parent_tid: a[2],
         child_tid: a[3],
         tls: a[4],
     };
-    Ok(clone_task(task, &args)? as u64)
+    clone_with_pidfd(task, args, a[2])
+}
+
+/// Runs clone_task; with CLONE_PIDFD, also gives the parent a process
+/// descriptor of the child, its number stored at `pidfd_addr`.
+fn clone_with_pidfd(task: &mut Task, mut args: CloneArgs, pidfd_addr: u64) -> SysResult {
+    let want_pidfd = args.flags & g::CLONE_PIDFD as u64 != 0;
+    if !want_pidfd {
+        return Ok(clone_task(task, &args)? as u64);
+    }
+    if args.flags & (g::CLONE_THREAD | g::CLONE_DETACHED) as u64 != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    // Fail before there is a child if the number cannot be stored.
+    task.mm.write_pod(pidfd_addr, &0i32)?;
+    args.flags &= !(g::CLONE_PIDFD as u64);
+    let pid = clone_task(task, &args)?;
+    let process = task.kernel.procs.lock().unwrap().group(pid);
+    if let Some(process) = process {
+        let fd = install_pidfd(task, process, false)?;
+        task.mm.write_pod(pidfd_addr, &(fd as i32))?;
+    }
+    Ok(pid as u64)
+}
+
+fn install_pidfd(task: &mut Task, process: std::sync::Arc<crate::task::ThreadGroup>, nonblock: bool) -> SysResult {
+    let flags = if nonblock { OpenFlags::RDWR | OpenFlags::NONBLOCK } else { OpenFlags::RDWR };
+    let f = OpenFile::new(std::sync::Arc::new(PidFd { process }), None, flags);
+    // Process descriptors are always close-on-exec.
+    Ok(task.files.install(f, true, 0)? as u64)
+}
+
+pub fn pidfd_open(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (pid, flags) = (a[0] as i32, a[1] as u32);
+    if flags & !g::O_NONBLOCK != 0 || pid <= 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let (process, is_thread) = {
+        let tree = task.kernel.procs.lock().unwrap();
+        (tree.group(pid), tree.thread(pid).is_some())
+    };
+    match process {
+        Some(p) => install_pidfd(task, p, flags != 0),
+        // A thread that does not lead its process has no process
+        // descriptor (thread descriptors, PIDFD_THREAD, are not provided).
+        None if is_thread => Err(Errno::ENOENT.into()),
+        None => Err(Errno::ESRCH.into()),
+    }
 }
 
 pub fn clone3(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -55,7 +110,7 @@ pub fn clone3(task: &mut Task, a: &[u64; 6]) -> SysResult {
         (w(0), w(2), w(3), w(4), w(5), w(6), w(7));
     let set_tid_size = if size >= 80 { w(9) } else { 0 };
     let cgroup = if size >= 88 { w(10) } else { 0 };
-    if flags & g::CLONE_PIDFD as u64 != 0 || set_tid_size != 0 || cgroup != 0 || exit_signal > 64 {
+    if set_tid_size != 0 || cgroup != 0 || exit_signal > 64 {
         return Err(Errno::EINVAL.into());
     }
     if (stack == 0) != (stack_size == 0) {
@@ -69,7 +124,7 @@ pub fn clone3(task: &mut Task, a: &[u64; 6]) -> SysResult {
         child_tid,
         tls,
     };
-    Ok(clone_task(task, &args)? as u64)
+    clone_with_pidfd(task, args, w(1))
 }
 
 pub fn fork(task: &mut Task, _: &[u64; 6]) -> SysResult {
@@ -142,9 +197,19 @@ pub fn wait4(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn waitid(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let opts = wait_options(a[3], true)?;
+    let mut opts = wait_options(a[3], true)?;
     let id = a[1] as i32;
+    let mut pidfd_nonblock = false;
     let which = match a[0] as u32 {
+        g::P_PIDFD => {
+            let f = super::file(task, a[1])?;
+            let process = f.ops.pidfd().ok_or(Errno::EBADF)?;
+            // A non-blocking process descriptor makes the wait WNOHANG,
+            // failing with EAGAIN when nothing is ready.
+            pidfd_nonblock = f.flags().contains(OpenFlags::NONBLOCK) && !opts.nohang;
+            opts.nohang |= pidfd_nonblock;
+            WaitFor::Pid(process.tgid)
+        }
         g::P_ALL => WaitFor::Any,
         g::P_PID if id > 0 => WaitFor::Pid(id),
         g::P_PGID if id >= 0 => WaitFor::Pgid(if id == 0 {
@@ -155,6 +220,9 @@ pub fn waitid(task: &mut Task, a: &[u64; 6]) -> SysResult {
         _ => return Err(Errno::EINVAL.into()),
     };
     let out = wait_child(task, which, opts)?;
+    if out.is_none() && pidfd_nonblock {
+        return Err(Errno::EAGAIN.into());
+    }
     if a[2] != 0 {
         let info = match &out {
             Some(o) => crate::signal::SigInfo {

@@ -1,5 +1,6 @@
 //! Signal system calls.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use linux_raw_sys::general as g;
@@ -267,6 +268,62 @@ pub fn rt_sigqueueinfo(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let sig = valid(a[1])?;
     let info = queued_info(task, pid, sig, a[2])?;
     kill_process(task, pid, Some(info))?;
+    Ok(0)
+}
+
+/// pidfd_send_signal's scopes: the descriptor's thread, its process (the
+/// default for a process descriptor), or its process group.
+const PIDFD_SIGNAL_THREAD: u64 = 1;
+const PIDFD_SIGNAL_THREAD_GROUP: u64 = 2;
+const PIDFD_SIGNAL_PROCESS_GROUP: u64 = 4;
+
+pub fn pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let scope = a[3];
+    if ![0, PIDFD_SIGNAL_THREAD, PIDFD_SIGNAL_THREAD_GROUP, PIDFD_SIGNAL_PROCESS_GROUP].contains(&scope) {
+        return Err(Errno::EINVAL.into());
+    }
+    let f = super::file(task, a[0])?;
+    let process = f.ops.pidfd().ok_or(Errno::EBADF)?.clone();
+    // The process must still be the one the descriptor was made for, not
+    // a later one with its pid.
+    let live = task.kernel.procs.lock().unwrap().group(process.tgid).is_some_and(|g| Arc::ptr_eq(&g, &process));
+    if !live {
+        return Err(Errno::ESRCH.into());
+    }
+    if a[1] == 0 {
+        return Ok(0);
+    }
+    let sig = valid(a[1])?;
+    let info = if a[2] == 0 {
+        SigInfo::user(sig, code::SI_USER, task.tg.tgid)
+    } else {
+        let signo: i32 = task.mm.read_pod(a[2])?;
+        if signo != sig as i32 {
+            return Err(Errno::EINVAL.into());
+        }
+        queued_info(task, process.tgid, sig, a[2])?
+    };
+    match scope {
+        PIDFD_SIGNAL_THREAD => {
+            if let Some(t) = process.main_thread() {
+                send_to_thread(&task.kernel, &t, info);
+            }
+        }
+        PIDFD_SIGNAL_PROCESS_GROUP => {
+            let members = {
+                let tree = task.kernel.procs.lock().unwrap();
+                tree.members_of(tree.pgid_of(process.tgid).unwrap_or(process.tgid))
+            };
+            for m in members.iter().filter(|m| !m.state.lock().unwrap().zombie) {
+                send_to_group(&task.kernel, m, info);
+            }
+        }
+        _ => {
+            if !process.state.lock().unwrap().zombie {
+                send_to_group(&task.kernel, &process, info);
+            }
+        }
+    }
     Ok(0)
 }
 

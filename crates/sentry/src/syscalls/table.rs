@@ -187,6 +187,8 @@ table! {
     pipe => pipe::pipe, [Ptr], Int;
     pipe2 => pipe::pipe2, [Ptr, OpenFlags], Int;
     epoll_create => epoll::epoll_create, [Int], Int;
+    pidfd_open => process::pidfd_open, [Int, Hex], Int;
+    pidfd_send_signal => signal::pidfd_send_signal, [Fd, Signal, Ptr, Hex], Int;
     epoll_create1 => epoll::epoll_create1, [Hex], Int;
     epoll_ctl => epoll::epoll_ctl, [Fd, Int, Fd, Ptr], Int;
     epoll_wait => epoll::epoll_wait, [Fd, Ptr, Int, Int], Int;

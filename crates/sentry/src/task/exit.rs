@@ -252,6 +252,8 @@ fn report_exit(kernel: &Kernel, tg: &Arc<ThreadGroup>, parent: Option<&Arc<Threa
         }
         tg.state.lock().unwrap().zombie = true;
     }
+    // Process descriptors become readable now.
+    tg.thread_events.notify_all();
     let (code, st) = status.child_code();
     if let Some(p) = parent {
         notify(kernel, p, tg, code, st);

@@ -10,6 +10,7 @@ mod clone;
 pub mod creds;
 pub mod exec;
 mod exit;
+pub mod pidfd;
 mod proc_source;
 mod run;
 mod signals;
