@@ -98,9 +98,17 @@ impl Epoll {
         }
     }
 
-    /// The files being watched, for a wait to register on their queues.
-    pub fn watched(&self) -> Vec<Arc<OpenFile>> {
-        self.state.lock().unwrap().entries.values().filter_map(|e| e.file.upgrade()).collect()
+    /// The files being watched and the events asked of each, for a wait
+    /// to register on their queues and poll host descriptors for just
+    /// those events (polling a terminal for output when only input is
+    /// wanted would wake at once, every time).
+    pub fn watched(&self) -> Vec<(Arc<OpenFile>, u32)> {
+        let st = self.state.lock().unwrap();
+        st.entries
+            .values()
+            .filter(|e| !e.disabled)
+            .filter_map(|e| Some((e.file.upgrade()?, e.events & !CONTROL)))
+            .collect()
     }
 
     /// The queue woken when the interest list changes.

@@ -110,7 +110,7 @@ fn wait(task: &mut Task, epfd: u64, events_addr: u64, max: u64, deadline: Option
         let files = ep.watched();
         let _registered: Vec<_> = files
             .iter()
-            .filter_map(|f| f.ops.poll_queue())
+            .filter_map(|(f, _)| f.ops.poll_queue())
             .chain([ep.changes()])
             .map(|q| q.register(&me.waiter))
             .collect();
@@ -121,10 +121,8 @@ fn wait(task: &mut Task, epfd: u64, events_addr: u64, max: u64, deadline: Option
         if me.interrupted() {
             return Err(Errno::EINTR.into());
         }
-        let host: Vec<(BorrowedFd, u32)> = files
-            .iter()
-            .filter_map(|f| f.ops.host_fd().map(|fd| (fd, g::EPOLLIN | g::EPOLLOUT | g::EPOLLPRI)))
-            .collect();
+        let host: Vec<(BorrowedFd, u32)> =
+            files.iter().filter_map(|(f, events)| f.ops.host_fd().map(|fd| (fd, *events))).collect();
         sleep_once(&me, &host, deadline);
     };
     write_events(task, events_addr, &ready)?;

@@ -116,7 +116,7 @@ fn wake_sources(polled: &[(Arc<OpenFile>, u32)]) -> WakeSources<'_> {
     let mut epolls = Vec::new();
     for (f, _) in polled {
         if let Some(ep) = f.ops.epoll() {
-            files.extend(ep.watched().into_iter().map(|w| (w, POLLIN | POLLOUT | POLLPRI)));
+            files.extend(ep.watched());
             epolls.push(ep);
         }
     }

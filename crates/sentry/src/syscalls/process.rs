@@ -1,5 +1,7 @@
 //! Process and thread system calls.
 
+use std::sync::Arc;
+
 use linux_raw_sys::general as g;
 use linux_raw_sys::prctl as pr;
 
@@ -42,35 +44,14 @@ pub fn clone(task: &mut Task, a: &[u64; 6]) -> SysResult {
         parent_tid: a[2],
         child_tid: a[3],
         tls: a[4],
+        pidfd: a[2],
     };
-    clone_with_pidfd(task, args, a[2])
+    Ok(clone_task(task, &args)? as u64)
 }
 
-/// Runs clone_task; with CLONE_PIDFD, also gives the parent a process
-/// descriptor of the child, its number stored at `pidfd_addr`.
-fn clone_with_pidfd(task: &mut Task, mut args: CloneArgs, pidfd_addr: u64) -> SysResult {
-    let want_pidfd = args.flags & g::CLONE_PIDFD as u64 != 0;
-    if !want_pidfd {
-        return Ok(clone_task(task, &args)? as u64);
-    }
-    if args.flags & (g::CLONE_THREAD | g::CLONE_DETACHED) as u64 != 0 {
-        return Err(Errno::EINVAL.into());
-    }
-    // Fail before there is a child if the number cannot be stored.
-    task.mm.write_pod(pidfd_addr, &0i32)?;
-    args.flags &= !(g::CLONE_PIDFD as u64);
-    let pid = clone_task(task, &args)?;
-    let process = task.kernel.procs.lock().unwrap().group(pid);
-    if let Some(process) = process {
-        let fd = install_pidfd(task, process, false)?;
-        task.mm.write_pod(pidfd_addr, &(fd as i32))?;
-    }
-    Ok(pid as u64)
-}
-
-fn install_pidfd(task: &mut Task, process: std::sync::Arc<crate::task::ThreadGroup>, nonblock: bool) -> SysResult {
+fn install_pidfd(task: &mut Task, process: Arc<crate::task::ThreadGroup>, nonblock: bool) -> SysResult {
     let flags = if nonblock { OpenFlags::RDWR | OpenFlags::NONBLOCK } else { OpenFlags::RDWR };
-    let f = OpenFile::new(std::sync::Arc::new(PidFd { process }), None, flags);
+    let f = OpenFile::new(Arc::new(PidFd { process }), None, flags);
     // Process descriptors are always close-on-exec.
     Ok(task.files.install(f, true, 0)? as u64)
 }
@@ -123,8 +104,9 @@ pub fn clone3(task: &mut Task, a: &[u64; 6]) -> SysResult {
         parent_tid,
         child_tid,
         tls,
+        pidfd: w(1),
     };
-    clone_with_pidfd(task, args, w(1))
+    Ok(clone_task(task, &args)? as u64)
 }
 
 pub fn fork(task: &mut Task, _: &[u64; 6]) -> SysResult {

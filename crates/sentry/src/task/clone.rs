@@ -5,8 +5,10 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use linux_raw_sys::general as g;
 
+use super::pidfd::PidFd;
 use super::{ProcessView, Task, TaskShared, ThreadGroup, run_task};
 use crate::errno::Errno;
+use crate::fs::{OpenFile, OpenFlags};
 use crate::mm::MemoryManager;
 
 /// What a clone asks for (the clone3 argument structure, decoded).
@@ -18,6 +20,8 @@ pub struct CloneArgs {
     pub parent_tid: u64,
     pub child_tid: u64,
     pub tls: u64,
+    /// Where CLONE_PIDFD stores the child's process descriptor.
+    pub pidfd: u64,
 }
 
 /// A vfork parent waits on this until its child execs or exits.
@@ -65,7 +69,8 @@ const SUPPORTED_FLAGS: u64 = (g::CLONE_VM
     | g::CLONE_PARENT
     | g::CLONE_DETACHED
     | g::CLONE_UNTRACED
-    | g::CLONE_IO) as u64
+    | g::CLONE_IO
+    | g::CLONE_PIDFD) as u64
     | g::CLONE_CLEAR_SIGHAND;
 
 /// Creates a task as `args` says; returns its thread id (the new pid for
@@ -83,6 +88,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         || (has(g::CLONE_SIGHAND) && !has(g::CLONE_VM))
         || (f & g::CLONE_CLEAR_SIGHAND != 0 && has(g::CLONE_SIGHAND))
         || (has(g::CLONE_THREAD) && args.exit_signal != 0)
+        || (has(g::CLONE_PIDFD) && (has(g::CLONE_THREAD) || has(g::CLONE_DETACHED)))
         || args.exit_signal > 64
     {
         return Err(Errno::EINVAL);
@@ -145,6 +151,17 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     }
     if has(g::CLONE_CHILD_SETTID) {
         mm.write(args.child_tid, &(tid as u32)).map_err(|_| Errno::EFAULT)?;
+    }
+    if has(g::CLONE_PIDFD) {
+        // Installed before the child runs, so the parent has it whatever
+        // the child does (a vfork child may exec, exit and be reaped before
+        // the parent resumes); not in a table the child copied already.
+        let pidfd = OpenFile::new(Arc::new(PidFd { process: tg.clone() }), None, OpenFlags::RDWR);
+        let fd = parent.files.install(pidfd, true, 0).map_err(Errno::from)?;
+        if parent.mm.write(args.pidfd, &fd).is_err() {
+            let _ = parent.files.remove(fd);
+            return Err(Errno::EFAULT);
+        }
     }
     let vfork = has(g::CLONE_VFORK).then(|| Arc::new(VforkDone::default()));
     // A thread sharing the address space starts without the alternate
