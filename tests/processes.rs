@@ -18,6 +18,7 @@ macro_rules! c_tests {
 
 c_tests! {
     fork_cow,
+    fork_threads,
     futex_mutex,
     pthread_sync,
     sig_eintr,

@@ -157,8 +157,11 @@ pub trait AddressSpace: Send + Sync + Any {
     /// Changes the rights of every mapped page in `[va, va + len)`.
     fn protect(&self, va: u64, len: u64, access: Access);
     /// Makes every earlier `unmap`/`protect`/replacement effective on every
-    /// CPU. Must be called before the sentry frees frames it unmapped or tells
-    /// the application the operation is done.
+    /// CPU. Returns only once no CPU can use a translation made stale before
+    /// the call, including when another thread's flush is doing the work.
+    /// The sentry calls it before it lets anyone act on the change: before
+    /// unlocking its view of the address space, before dropping a frame
+    /// another address space may take over, before entering the guest.
     fn flush(&self);
     /// For downcasting by the platform's own contexts.
     fn as_any(&self) -> &dyn Any;

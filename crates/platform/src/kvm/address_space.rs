@@ -43,6 +43,11 @@ pub struct KvmAddressSpace {
     shared: Arc<Shared>,
     root: Frame,
     inner: Mutex<Inner>,
+    /// Held for the whole of a flush, so that a flush finding nothing left
+    /// to do still waits for one in progress: no vCPU enters the guest, and
+    /// no caller goes on, while a translation that was made stale before the
+    /// call may survive.
+    flushing: Mutex<()>,
 }
 
 impl KvmAddressSpace {
@@ -52,6 +57,7 @@ impl KvmAddressSpace {
             root: tables.root(),
             shared,
             inner: Mutex::new(Inner { tables: Some(tables), stale: vec![] }),
+            flushing: Mutex::new(()),
         })
     }
 
@@ -89,6 +95,7 @@ impl AddressSpace for KvmAddressSpace {
     }
 
     fn flush(&self) {
+        let _flushing = self.flushing.lock().unwrap();
         let mut stale = {
             let mut inner = self.inner.lock().unwrap();
             if inner.stale.is_empty() {

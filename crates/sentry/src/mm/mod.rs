@@ -6,12 +6,25 @@
 //! fault, by the sentry touching app memory, or eagerly (MAP_POPULATE, the
 //! neighbours of a fault). Private pages shared after fork or still showing a
 //! file's page-cache frame are copy-on-write: mapped read-only until written.
+//!
+//! Translations. Other vCPUs may be running the address space while the
+//! sentry changes it, and may hold translations the change made stale. Two
+//! rules keep that invisible to the application, as Linux keeps them with
+//! its TLB shootdowns under the page-table lock:
+//! - every change is flushed on every vCPU before the lock is released
+//!   ([`Locked`] does so when dropped), so no thread can act on the new
+//!   state (break copy-on-write of a page another vCPU still writes through
+//!   an old writable translation, say) while an old translation survives;
+//! - a frame that leaves a page is released only after that flush, so no
+//!   other address space can take it over (a copy-on-write sharer writing
+//!   it in place) while a stale translation here still reads it.
 
 mod io;
 mod shared;
 mod vma;
 
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use memory::{Frame, MemoryFile};
@@ -124,6 +137,56 @@ struct State {
     brk: u64,
     stack_limit: u64,
     stats: MmStats,
+    /// Frames that left the page map under the current lock, released once
+    /// their translations are flushed.
+    released: Vec<Frame>,
+}
+
+impl State {
+    /// Drops the page map's reference to `frame` once the lock is released.
+    fn release(&mut self, frame: Frame) {
+        self.released.push(frame);
+    }
+}
+
+/// The locked state of a memory manager. Dropping it makes every change
+/// effective on every vCPU, then releases the frames that left the page map,
+/// then unlocks.
+struct Locked<'a> {
+    mm: &'a MemoryManager,
+    state: MutexGuard<'a, State>,
+}
+
+impl Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let mf = &self.mm.mf;
+        // A frame only this map holds can go at once: it cannot be handed
+        // out again before the memory file has invalidated it, and nobody
+        // else can see it meanwhile. A frame shared with another holder waits
+        // for the flush, or that holder could write it in place while a stale
+        // translation here still reads it.
+        let mut later = Vec::new();
+        for f in self.state.released.drain(..) {
+            if mf.ref_count(f) == 1 { mf.dec_ref(f) } else { later.push(f) }
+        }
+        self.mm.space.flush();
+        for f in later {
+            mf.dec_ref(f);
+        }
+    }
 }
 
 /// An application's address space.
@@ -161,6 +224,7 @@ impl MemoryManager {
                 brk: 0,
                 stack_limit,
                 stats: MmStats::default(),
+                released: Vec::new(),
             }),
         }
     }
@@ -175,8 +239,8 @@ impl MemoryManager {
         &self.mf
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap()
+    fn lock(&self) -> Locked<'_> {
+        Locked { mm: self, state: self.state.lock().unwrap() }
     }
 
     pub fn stats(&self) -> MmStats {
@@ -242,7 +306,6 @@ impl MemoryManager {
             self.populate_range(&mut st, start, start + len, access.write)?;
         }
         drop(st);
-        self.space.flush();
         Ok(start)
     }
 
@@ -268,7 +331,6 @@ impl MemoryManager {
         let mut st = self.lock();
         self.unmap_locked(&mut st, addr, end);
         drop(st);
-        self.space.flush();
         Ok(())
     }
 
@@ -288,7 +350,7 @@ impl MemoryManager {
         }
         self.space.unmap(start, end - start);
         for p in tail.values() {
-            self.mf.dec_ref(p.frame);
+            st.release(p.frame);
         }
     }
 
@@ -314,7 +376,6 @@ impl MemoryManager {
         st.vmas.update(addr, end, |v| v.access = access);
         self.apply_access(&st, addr, end, access);
         drop(st);
-        self.space.flush();
         Ok(())
     }
 
@@ -364,7 +425,6 @@ impl MemoryManager {
         if old_len == 0 {
             let r = self.duplicate_locked(&mut st, &vma, old, new_len, may_move, fixed);
             drop(st);
-            self.space.flush();
             return r;
         }
         if let Some(dest) = fixed {
@@ -381,13 +441,11 @@ impl MemoryManager {
                 self.unmap_locked(&mut st, old + new_len, old_end);
             }
             drop(st);
-            self.space.flush();
             return r;
         }
         if new_len <= old_len {
             self.unmap_locked(&mut st, old + new_len, old_end);
             drop(st);
-            self.space.flush();
             return Ok(old);
         }
         let grow_end = old.checked_add(new_len).filter(|e| *e <= USER_TOP);
@@ -404,7 +462,6 @@ impl MemoryManager {
         let dest = find_free(&st.vmas, new_len, MMAP_TOP).ok_or(MmError::NoMemory)?;
         let r = self.move_locked(&mut st, &vma, old, old_len, dest, new_len);
         drop(st);
-        self.space.flush();
         r
     }
 
@@ -488,7 +545,6 @@ impl MemoryManager {
         }
         self.drop_pages(&mut st, addr, end);
         drop(st);
-        self.space.flush();
         Ok(())
     }
 
@@ -515,7 +571,6 @@ impl MemoryManager {
         }
         st.brk = new;
         drop(st);
-        self.space.flush();
         new
     }
 
@@ -608,7 +663,7 @@ impl MemoryManager {
                 }
             } else {
                 for (_, f) in run.drain(..) {
-                    self.mf.dec_ref(f);
+                    st.release(f);
                 }
             }
         };
@@ -773,7 +828,7 @@ impl MemoryManager {
                 // pages already in the map fault back in on their next use.
                 self.space.unmap(start, end - start);
                 for (_, p) in new_pages {
-                    self.mf.dec_ref(p.frame);
+                    st.release(p.frame);
                 }
                 return Err(MmError::NoMemory);
             }
@@ -781,7 +836,7 @@ impl MemoryManager {
         }
         for (va, p) in new_pages {
             if let Some(old) = st.pages.insert(va, p) {
-                self.mf.dec_ref(old.frame);
+                st.release(old.frame);
             }
         }
         outcome
@@ -804,11 +859,20 @@ impl MemoryManager {
     // ---- fork ----
 
     /// A copy of this address space for a forked child, running in `space`.
-    /// Private pages become copy-on-write in both.
+    /// Private pages become copy-on-write in both, except pages pinned for
+    /// host I/O (a read may still be storing into them): the child gets a
+    /// copy of those at once and the parent keeps its frame writable, so the
+    /// data lands where the reader will look for it. This is Linux's answer
+    /// to the same race between pinned pages and fork.
     pub fn fork(&self, space: Arc<dyn AddressSpace>) -> Result<MemoryManager, MmError> {
         let mut st = self.lock();
-        let mut child_pages = BTreeMap::new();
+        let child = MemoryManager::new(self.mf.clone(), space, st.stack_limit);
+        let mut cs = child.lock();
+        cs.vmas = st.vmas.clone();
+        cs.brk_start = st.brk_start;
+        cs.brk = st.brk;
         let vmas: Vec<Vma> = st.vmas.iter().cloned().collect();
+        // Runs of the parent's pages that lose write access.
         let mut write_protect: Vec<(u64, u64, Access)> = Vec::new();
         for v in &vmas {
             let private = v.is_private();
@@ -817,12 +881,27 @@ impl MemoryManager {
             let keys: Vec<u64> = st.pages.range(v.start..v.end).map(|(k, _)| *k).collect();
             for va in keys {
                 let p = st.pages.get_mut(&va).expect("present");
-                self.mf.inc_ref(p.frame);
-                if private {
-                    p.cow = true;
-                }
-                let cp = *p;
-                child_pages.insert(va, cp);
+                // An exclusively owned private page has one reference; more
+                // mean a pin.
+                let pinned = private && !p.cow && self.mf.ref_count(p.frame) > 1;
+                let cp = if pinned {
+                    let copy = self.mf.allocate().map_err(|_| MmError::NoMemory)?;
+                    self.mf.copy_frame(p.frame, copy);
+                    Page { frame: copy, cow: false }
+                } else {
+                    self.mf.inc_ref(p.frame);
+                    if private {
+                        p.cow = true;
+                        if eff.write {
+                            match write_protect.last_mut() {
+                                Some((_, e, a)) if *e == va && *a == eff.without_write() => *e += PAGE,
+                                _ => write_protect.push((va, va + PAGE, eff.without_write())),
+                            }
+                        }
+                    }
+                    *p
+                };
+                cs.pages.insert(va, cp);
                 if v.access.is_none() {
                     continue;
                 }
@@ -834,36 +913,24 @@ impl MemoryManager {
                     }
                     other => {
                         if let Some((s, fr, ra)) = other {
-                            space.map(s, &fr, ra).map_err(|_| MmError::NoMemory)?;
+                            child.space.map(s, &fr, ra).map_err(|_| MmError::NoMemory)?;
                         }
                         Some((va, vec![cp.frame], a))
                     }
                 };
             }
             if let Some((s, fr, ra)) = run {
-                space.map(s, &fr, ra).map_err(|_| MmError::NoMemory)?;
-            }
-            if private && eff.write {
-                write_protect.push((v.start, v.end, eff.without_write()));
+                child.space.map(s, &fr, ra).map_err(|_| MmError::NoMemory)?;
             }
         }
         for (s, e, a) in write_protect {
             self.space.protect(s, e - s, a);
         }
-        let child = MemoryManager {
-            mf: self.mf.clone(),
-            space,
-            state: Mutex::new(State {
-                vmas: st.vmas.clone(),
-                pages: child_pages,
-                brk_start: st.brk_start,
-                brk: st.brk,
-                stack_limit: st.stack_limit,
-                stats: MmStats::default(),
-            }),
-        };
+        drop(cs);
+        // Dropping the lock flushes: no thread of the parent writes through
+        // an old writable translation once the child can run or another
+        // thread can break copy-on-write.
         drop(st);
-        self.space.flush();
         Ok(child)
     }
 }
