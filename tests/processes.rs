@@ -19,6 +19,7 @@ macro_rules! c_tests {
 c_tests! {
     fork_cow,
     fork_threads,
+    signal_fault_race,
     futex_mutex,
     pthread_sync,
     sig_eintr,

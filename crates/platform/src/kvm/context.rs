@@ -81,6 +81,16 @@ impl Vcpu {
         self.set_fp(&FpState::default())
     }
 
+    /// True if KVM holds an exception, NMI or interrupt that it has begun
+    /// or decided to deliver to the guest and not yet delivered.
+    fn event_in_delivery(&self) -> Result<bool, PlatformError> {
+        let ev = self.fd.get_vcpu_events().map_err(|e| PlatformError::kvm("get vCPU events", e))?;
+        Ok(ev.exception.injected != 0
+            || ev.exception.pending != 0
+            || ev.nmi.injected != 0
+            || ev.interrupt.injected != 0)
+    }
+
     pub(crate) fn set_lstar(&self, lstar: u64) -> Result<(), PlatformError> {
         let msrs = Msrs::from_entries(&cpu::syscall_msrs(lstar, &self.area)).expect("four entries");
         match self.fd.set_msrs(&msrs) {
@@ -376,10 +386,17 @@ impl Context for KvmContext {
                 Exit::Interrupted => {
                     v.kick.set_immediate_exit(false);
                     let rip = v.regs().rip;
-                    if rip >= supervisor::BASE {
-                        // Stopped inside the entry code: let it reach its
-                        // exit. The pending interrupt is reported on the next
-                        // switch.
+                    if rip >= supervisor::BASE || v.event_in_delivery()? {
+                        // Stopped inside the entry code, or with an exception
+                        // KVM has queued but not yet delivered (a page fault,
+                        // typically: the run was interrupted between KVM
+                        // deciding to reflect it and entering the guest). Let
+                        // it reach its exit: the sentry would otherwise move
+                        // the registers (to a signal handler, say) and the
+                        // queued fault would be delivered there, or, on a
+                        // vCPU handed to another task, at ring 0 inside the
+                        // entry code. The pending interrupt is reported on
+                        // the next switch.
                         t_run = t_exit;
                         continue;
                     }
