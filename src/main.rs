@@ -50,6 +50,10 @@ struct RunArgs {
     /// Memory the sandbox may use, e.g. 4G or 512M (default: the host's RAM).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory: Option<u64>,
+    /// Virtual CPUs that run application code at once (default: 3 per
+    /// host CPU); other runnable threads take turns.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    cpus: Option<u32>,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     command: Vec<OsString>,
@@ -113,6 +117,7 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         cwd,
         strace: args.strace,
         memory: args.memory.unwrap_or_else(host_memory),
+        cpus: args.cpus,
         profile: args.profile.is_some(),
     })
 }

@@ -36,6 +36,9 @@ pub struct SandboxConfig {
     pub strace: bool,
     /// Bytes of memory the sandbox may use.
     pub memory: u64,
+    /// vCPUs application code runs on at once (None: the platform's
+    /// default).
+    pub cpus: Option<u32>,
     /// Measure where time goes and report it at exit.
     pub profile: bool,
 }
@@ -99,7 +102,11 @@ impl Sandbox {
         // sentry thread: block them before any thread starts.
         block_forwarded_signals();
         let mf = Arc::new(MemoryFile::new(config.memory).map_err(|e| SandboxError::Setup(e.to_string()))?);
-        let platform: Arc<dyn Platform> = Arc::new(KvmPlatform::new(mf.clone())?);
+        let kvm = KvmPlatform::new(mf.clone())?;
+        if let Some(n) = config.cpus {
+            kvm.set_vcpu_limit(n);
+        }
+        let platform: Arc<dyn Platform> = Arc::new(kvm);
         let root = HostFs::mount_root(&config.rootfs, mf.clone())
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
         if root.file_type() != FileType::Directory {

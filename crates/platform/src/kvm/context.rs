@@ -12,11 +12,11 @@
 //!   as if returning from an exception: on PVM only a real return from ring
 //!   0 sets user mode up fully (see the platform notes).
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use kvm_bindings::{Msrs, kvm_msr_entry, kvm_regs, kvm_xsave};
+use kvm_bindings::{Msrs, kvm_msr_entry, kvm_regs, kvm_run, kvm_xsave};
 use kvm_ioctls::{VcpuExit, VcpuFd};
 use memory::Frame;
 
@@ -39,13 +39,17 @@ enum Location {
 pub(crate) struct Vcpu {
     pub(crate) fd: VcpuFd,
     pub(crate) area: VcpuArea,
-    kick: Arc<Kick>,
+    /// The vCPU's run area, shared with KVM.
+    run: *mut kvm_run,
     location: Location,
     loaded_root: Option<Frame>,
     loaded_fs: u64,
     loaded_gs: u64,
-    counts: ExitCounts,
 }
+
+// SAFETY: `run` points into the vCPU's own mmap'ed run area, which lives as
+// long as `fd`; the vCPU is used by one thread at a time (its holder).
+unsafe impl Send for Vcpu {}
 
 /// What one `KVM_RUN` ended with, copied out of the run area.
 enum Exit {
@@ -58,27 +62,19 @@ enum Exit {
 impl Vcpu {
     pub(crate) fn new(fd: VcpuFd, area: VcpuArea) -> Self {
         let mut fd = fd;
-        let kick = Arc::new(Kick::new(fd.get_kvm_run()));
-        Vcpu {
-            fd,
-            area,
-            kick,
-            location: Location::Fresh,
-            loaded_root: None,
-            loaded_fs: 0,
-            loaded_gs: 0,
-            counts: ExitCounts::default(),
-        }
+        let run: *mut kvm_run = fd.get_kvm_run();
+        Vcpu { fd, area, run, location: Location::Fresh, loaded_root: None, loaded_fs: 0, loaded_gs: 0 }
     }
 
-    /// Readies a pooled vCPU for a new owner.
-    pub(crate) fn recycle(&mut self) -> Result<(), PlatformError> {
-        self.kick.detach();
-        self.kick = Arc::new(Kick::new(self.fd.get_kvm_run()));
+    /// Readies a vCPU for a context that had none, giving it `fp`.
+    pub(crate) fn bind(&mut self, fp: &FpState) -> Result<(), PlatformError> {
         self.location = Location::Fresh;
         self.loaded_root = None;
-        self.counts = ExitCounts::default();
-        self.set_fp(&FpState::default())
+        self.set_fp(fp)
+    }
+
+    pub(crate) fn run_area(&self) -> *mut kvm_run {
+        self.run
     }
 
     /// True if KVM holds an exception, NMI or interrupt that it has begun
@@ -212,9 +208,9 @@ impl Vcpu {
         Ok(error)
     }
 
-    fn run_once(&mut self) -> Result<Exit, PlatformError> {
-        self.counts.entries += 1;
-        self.kick.tid.store(rustix::thread::gettid().as_raw_nonzero().get(), Ordering::Release);
+    fn run_once(&mut self, kick: &Kick, counts: &mut ExitCounts) -> Result<Exit, PlatformError> {
+        counts.entries += 1;
+        kick.tid.store(rustix::thread::gettid().as_raw_nonzero().get(), Ordering::Release);
         let r = self.fd.run();
         let exit = match r {
             Ok(VcpuExit::MmioWrite(addr, _)) => Exit::MmioWrite(addr),
@@ -225,12 +221,21 @@ impl Vcpu {
             Ok(other) => Exit::Other(format!("{other:?}")),
             Err(e) if e.errno() == libc::EINTR => Exit::Interrupted,
             Err(e) => {
-                self.kick.tid.store(0, Ordering::Release);
+                kick.tid.store(0, Ordering::Release);
                 return Err(PlatformError::kvm("KVM_RUN", e));
             }
         };
-        self.kick.tid.store(0, Ordering::Release);
+        kick.tid.store(0, Ordering::Release);
         Ok(exit)
+    }
+
+    fn fp(&self) -> Result<FpState, PlatformError> {
+        let x = self.fd.get_xsave().map_err(|e| PlatformError::kvm("get xsave", e))?;
+        let mut s = FpState::default();
+        for (i, w) in x.region.iter().enumerate() {
+            s.0[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        Ok(s)
     }
 
     fn set_fp(&mut self, state: &FpState) -> Result<(), PlatformError> {
@@ -273,19 +278,85 @@ fn fault_from(cr2: u64, error: u64) -> Fault {
     Fault { addr: cr2, access, present: error & 0x1 != 0 }
 }
 
-/// A task's hold on a vCPU.
+/// What a context holds: the vCPU it runs on, if it has one, and its
+/// floating-point state while it has none. Tasks get a vCPU when they run
+/// application code; one that is not running may have its vCPU taken by a
+/// task that has none (see `Shared::acquire_vcpu`), so a thousand sleeping
+/// threads hold no vCPU at all.
+pub(crate) struct Hold {
+    pub(crate) kick: Kick,
+    /// When the owner last left the guest, for choosing whom to take a vCPU
+    /// from (a platform-wide sequence number).
+    pub(crate) left_guest: AtomicU64,
+    /// Locked by the owner while it runs the guest or touches its vCPU. A
+    /// thread short of a vCPU takes one only from a hold it can lock.
+    pub(crate) slot: Mutex<Slot>,
+}
+
+pub(crate) struct Slot {
+    pub(crate) vcpu: Option<Vcpu>,
+    /// The application's floating-point state while `vcpu` is None.
+    pub(crate) fp: FpState,
+}
+
+impl Hold {
+    fn new(vcpu: Option<Vcpu>) -> Arc<Hold> {
+        let kick = Kick::new();
+        if let Some(v) = &vcpu {
+            kick.attach(v.run_area());
+        }
+        Arc::new(Hold { kick, left_guest: AtomicU64::new(0), slot: Mutex::new(Slot { vcpu, fp: FpState::default() }) })
+    }
+
+    /// Locks the slot; a panic elsewhere while it was held leaves it usable
+    /// (its fields are always consistent between statements).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the vCPU out of the slot, keeping its FP state in the slot.
+    pub(crate) fn unbind(&self, slot: &mut Slot) -> Result<Option<Vcpu>, PlatformError> {
+        let Some(v) = slot.vcpu.take() else { return Ok(None) };
+        match v.fp() {
+            Ok(fp) => slot.fp = fp,
+            Err(e) => {
+                slot.vcpu = Some(v);
+                return Err(e);
+            }
+        }
+        self.kick.detach();
+        Ok(Some(v))
+    }
+}
+
+impl Interrupter for Hold {
+    fn interrupt(&self) {
+        self.kick.interrupt()
+    }
+}
+
+/// A task's execution context on KVM.
 pub struct KvmContext {
     shared: Arc<Shared>,
-    vcpu: Option<Vcpu>,
+    hold: Arc<Hold>,
+    counts: ExitCounts,
 }
 
 impl KvmContext {
-    pub(crate) fn new(shared: Arc<Shared>, vcpu: Vcpu) -> Self {
-        KvmContext { shared, vcpu: Some(vcpu) }
+    /// A context that gets a vCPU when it first runs.
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        KvmContext { shared, hold: Hold::new(None), counts: ExitCounts::default() }
     }
 
-    pub(crate) fn into_vcpu(mut self) -> Vcpu {
-        self.vcpu.take().expect("live context")
+    /// A context running on `vcpu`, outside the pool (the start-up probe).
+    pub(crate) fn with_vcpu(shared: Arc<Shared>, vcpu: Vcpu) -> Self {
+        KvmContext { shared, hold: Hold::new(Some(vcpu)), counts: ExitCounts::default() }
+    }
+
+    pub(crate) fn into_vcpu(self) -> Vcpu {
+        let v = self.hold.lock().vcpu.take().expect("context with a vCPU");
+        self.hold.kick.detach();
+        v
     }
 }
 
@@ -298,24 +369,39 @@ impl Context for KvmContext {
         space.flush();
         let shared = &*self.shared;
         let timing = shared.timing.load(Ordering::Relaxed);
-        let v = self.vcpu.as_mut().expect("live context");
-        if v.kick.take_pending() {
-            v.counts.interrupts += 1;
+        let hold = &*self.hold;
+        let kick = &hold.kick;
+        let counts = &mut self.counts;
+        if kick.take_pending() {
+            counts.interrupts += 1;
             return Ok(Event::Interrupted);
         }
+        let mut slot = hold.lock();
+        if kick.take_yield_request() && slot.vcpu.is_some() && shared.vcpu_wanted() {
+            // Another task has waited its turn for a vCPU: give this one up
+            // and queue behind it.
+            if let Some(v) = hold.unbind(&mut slot)? {
+                shared.release_vcpu(hold, v);
+            }
+        }
+        if slot.vcpu.is_none() {
+            let v = shared.acquire_vcpu(&self.hold, &slot.fp)?;
+            slot.vcpu = Some(v);
+        }
+        let v = slot.vcpu.as_mut().expect("bound above");
         let t0 = timing.then(Instant::now);
         v.load_control_state(space.root(), regs)?;
         v.stage(shared, regs);
         let mut t_run = t0.map(|_| Instant::now());
         if let (Some(a), Some(b)) = (t0, t_run) {
-            v.counts.register_ns += (b - a).as_nanos() as u64;
+            counts.register_ns += (b - a).as_nanos() as u64;
         }
         let mmio = shared.mmio_base;
-        loop {
-            let exit = v.run_once()?;
+        let event = loop {
+            let exit = v.run_once(kick, counts)?;
             let t_exit = t_run.map(|t| {
                 let now = Instant::now();
-                v.counts.guest_ns += (now - t).as_nanos() as u64;
+                counts.guest_ns += (now - t).as_nanos() as u64;
                 now
             });
             let event = match exit {
@@ -327,12 +413,12 @@ impl Context for KvmContext {
                         regs.rip = k.rcx;
                         regs.rflags = k.r11;
                         regs.rsp = k.rsp;
-                        v.counts.syscalls += 1;
+                        counts.syscalls += 1;
                         Event::Syscall
                     } else {
                         // The app stored to the syscall page itself.
                         v.read_user(regs);
-                        v.counts.page_faults += 1;
+                        counts.page_faults += 1;
                         Event::Fault(Fault {
                             addr: supervisor::SYSCALL_MMIO,
                             access: Access { write: true, ..Access::NONE },
@@ -353,38 +439,38 @@ impl Context for KvmContext {
                         // than the emulated ring-0 instructions it would
                         // take to save it in the guest.
                         let cr2 = v.fd.sync_regs().sregs.cr2;
-                        v.counts.page_faults += 1;
+                        counts.page_faults += 1;
                         Event::Fault(fault_from(cr2, error))
                     } else {
-                        v.counts.exceptions += 1;
+                        counts.exceptions += 1;
                         Event::Exception(Exception { vector: vec as u8, error_code: error })
                     }
                 }
                 Exit::MmioWrite(gpa) if gpa == mmio + supervisor::KERNEL_SYSCALL_MMIO_OFFSET => {
                     v.read_frame(shared, regs, None)?;
-                    v.counts.syscalls += 1;
+                    counts.syscalls += 1;
                     Event::Syscall
                 }
                 Exit::MmioRead => {
                     // The app read the syscall page. Complete the access
                     // (it reads zeros) without re-entering the guest, then
                     // report the fault.
-                    v.kick.set_immediate_exit(true);
+                    kick.set_immediate_exit(true);
                     let r = v.fd.run();
-                    v.kick.set_immediate_exit(false);
+                    kick.set_immediate_exit(false);
                     if !matches!(&r, Err(e) if e.errno() == libc::EINTR) {
                         return Err(PlatformError::CpuFailure("MMIO read did not complete".into()));
                     }
                     v.location = Location::User;
                     v.read_user(regs);
-                    v.counts.page_faults += 1;
+                    counts.page_faults += 1;
                     Event::Fault(Fault { addr: supervisor::SYSCALL_MMIO, access: Access::READ, present: true })
                 }
                 Exit::MmioWrite(gpa) => {
                     return Err(PlatformError::CpuFailure(format!("store to unknown MMIO address {gpa:#x}")));
                 }
                 Exit::Interrupted => {
-                    v.kick.set_immediate_exit(false);
+                    kick.set_immediate_exit(false);
                     let rip = v.regs().rip;
                     if rip >= supervisor::BASE || v.event_in_delivery()? {
                         // Stopped inside the entry code, or with an exception
@@ -402,8 +488,8 @@ impl Context for KvmContext {
                     }
                     v.location = Location::User;
                     v.read_user(regs);
-                    v.kick.take_pending();
-                    v.counts.interrupts += 1;
+                    kick.take_pending();
+                    counts.interrupts += 1;
                     Event::Interrupted
                 }
                 Exit::Other(what) => {
@@ -414,40 +500,57 @@ impl Context for KvmContext {
                 }
             };
             if let (Some(t), true) = (t_exit, timing) {
-                v.counts.register_ns += t.elapsed().as_nanos() as u64;
+                counts.register_ns += t.elapsed().as_nanos() as u64;
             }
-            return Ok(event);
+            break event;
+        };
+        hold.left_guest.store(shared.exit_sequence.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        drop(slot);
+        if shared.vcpu_wanted() {
+            shared.nudge_waiter();
         }
+        Ok(event)
     }
 
     fn interrupter(&self) -> Arc<dyn Interrupter> {
-        self.vcpu.as_ref().expect("live context").kick.clone()
+        self.hold.clone()
     }
 
     fn fp_state(&mut self) -> Result<FpState, PlatformError> {
-        let v = self.vcpu.as_mut().expect("live context");
-        let x = v.fd.get_xsave().map_err(|e| PlatformError::kvm("get xsave", e))?;
-        let mut s = FpState::default();
-        for (i, w) in x.region.iter().enumerate() {
-            s.0[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        let slot = self.hold.lock();
+        match &slot.vcpu {
+            Some(v) => v.fp(),
+            None => Ok(slot.fp.clone()),
         }
-        Ok(s)
     }
 
     fn set_fp_state(&mut self, state: &FpState) -> Result<(), PlatformError> {
-        self.vcpu.as_mut().expect("live context").set_fp(state)
+        let mut slot = self.hold.lock();
+        match &mut slot.vcpu {
+            Some(v) => v.set_fp(state),
+            None => {
+                slot.fp = state.clone();
+                Ok(())
+            }
+        }
     }
 
     fn exit_counts(&self) -> ExitCounts {
-        self.vcpu.as_ref().map(|v| v.counts).unwrap_or_default()
+        self.counts
     }
 }
 
 impl Drop for KvmContext {
     fn drop(&mut self) {
-        if let Some(v) = self.vcpu.take() {
-            self.shared.return_vcpu(v);
+        let v = {
+            let mut slot = self.hold.lock();
+            self.hold.kick.detach();
+            slot.vcpu.take()
+        };
+        if let Some(v) = v {
+            self.shared.release_vcpu(&self.hold, v);
         }
+        self.shared.retire_counts(&self.counts);
     }
 }
 
@@ -456,11 +559,5 @@ pub(crate) fn lstar_for(entry: SyscallEntry) -> u64 {
     match entry {
         SyscallEntry::UserMode => supervisor::syscall_user_entry(),
         SyscallEntry::KernelMode => supervisor::syscall_kernel_entry(),
-    }
-}
-
-impl Vcpu {
-    pub(crate) fn counts(&self) -> ExitCounts {
-        self.counts
     }
 }

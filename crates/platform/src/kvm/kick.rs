@@ -5,7 +5,7 @@
 //! if it is inside `KVM_RUN`, which makes KVM return `EINTR`.
 
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
 use kvm_bindings::kvm_run;
 
@@ -36,27 +36,43 @@ pub(crate) fn install_handler() {
     });
 }
 
+/// How other threads interrupt one context. It belongs to the context, not
+/// to a vCPU: a task keeps the same handle while it moves between vCPUs.
 pub(crate) struct Kick {
-    run: *mut kvm_run,
+    /// The run area of the vCPU the context holds, or null.
+    run: AtomicPtr<kvm_run>,
     /// The host thread inside `KVM_RUN`, or 0.
     pub(crate) tid: AtomicI32,
     pending: AtomicBool,
-    /// Cleared when the vCPU goes back to the pool: a stale handle must not
-    /// disturb the next task to use it.
-    attached: AtomicBool,
+    /// Set by a thread waiting for a vCPU: the holder should give its vCPU
+    /// up at its next switch.
+    yield_requested: AtomicBool,
 }
 
-// SAFETY: `run` points into the vCPU's mmap'ed run area, which lives as long
-// as the platform (vCPUs are pooled, never closed before it); only the
-// immediate_exit byte is written through it, which KVM reads with
-// READ_ONCE.
-unsafe impl Send for Kick {}
-// SAFETY: as above; all other state is atomic.
-unsafe impl Sync for Kick {}
-
 impl Kick {
-    pub(crate) fn new(run: *mut kvm_run) -> Self {
-        Kick { run, tid: AtomicI32::new(0), pending: AtomicBool::new(false), attached: AtomicBool::new(true) }
+    pub(crate) fn new() -> Self {
+        Kick {
+            run: AtomicPtr::new(std::ptr::null_mut()),
+            tid: AtomicI32::new(0),
+            pending: AtomicBool::new(false),
+            yield_requested: AtomicBool::new(false),
+        }
+    }
+
+    /// Points the kick at the run area of the vCPU the context now holds,
+    /// carrying a pending interrupt over to it.
+    pub(crate) fn attach(&self, run: *mut kvm_run) {
+        // SeqCst pairs with `interrupt`: either it sees the run area, or
+        // this sees its pending flag.
+        self.run.store(run, Ordering::SeqCst);
+        let pending = self.pending.load(Ordering::SeqCst);
+        self.set_immediate_exit(pending);
+    }
+
+    /// Forgets the run area of a vCPU the context gives up.
+    pub(crate) fn detach(&self) {
+        self.set_immediate_exit(false);
+        self.run.store(std::ptr::null_mut(), Ordering::SeqCst);
     }
 
     /// Consumes a pending interrupt.
@@ -70,21 +86,33 @@ impl Kick {
     }
 
     pub(crate) fn set_immediate_exit(&self, on: bool) {
-        // SAFETY: see the Send impl; a single byte store to the run area.
-        unsafe { std::ptr::write_volatile(&raw mut (*self.run).immediate_exit, u8::from(on)) }
+        let run = self.run.load(Ordering::SeqCst);
+        if run.is_null() {
+            return;
+        }
+        // SAFETY: `run` points into the mmap'ed run area of a vCPU, which
+        // lives as long as the platform (vCPUs are pooled, never closed
+        // before it); only the immediate_exit byte is written, which KVM
+        // reads with READ_ONCE. A store that lands after the vCPU has moved
+        // to another context at worst makes that context's next run return
+        // at once, as a spurious interruption.
+        unsafe { std::ptr::write_volatile(&raw mut (*run).immediate_exit, u8::from(on)) }
     }
 
-    pub(crate) fn detach(&self) {
-        self.attached.store(false, Ordering::Release);
+    /// Asks the holder to give its vCPU up, and interrupts it.
+    pub(crate) fn request_yield(&self) {
+        self.yield_requested.store(true, Ordering::Release);
+        self.interrupt();
+    }
+
+    pub(crate) fn take_yield_request(&self) -> bool {
+        self.yield_requested.swap(false, Ordering::AcqRel)
     }
 }
 
 impl Interrupter for Kick {
     fn interrupt(&self) {
-        if !self.attached.load(Ordering::Acquire) {
-            return;
-        }
-        self.pending.store(true, Ordering::Release);
+        self.pending.store(true, Ordering::SeqCst);
         self.set_immediate_exit(true);
         let tid = self.tid.load(Ordering::Acquire);
         if tid != 0 {

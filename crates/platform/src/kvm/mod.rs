@@ -13,8 +13,10 @@ mod context;
 mod guest_memory;
 mod kick;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use kvm_bindings::{
     CpuId, KVM_MAX_CPUID_ENTRIES, KVM_VCPU_TSC_CTRL, KVM_VCPU_TSC_OFFSET, Msrs, kvm_device_attr, kvm_msr_entry,
@@ -26,14 +28,52 @@ use memory::{Frame, MemoryFile};
 pub use address_space::KvmAddressSpace;
 use arch::x86_64::{cpu, supervisor};
 pub use context::KvmContext;
-use context::Vcpu;
+use context::{Hold, Vcpu};
 use guest_memory::GuestMemory;
 
-use crate::{AddressSpace, Context, Event, ExitCounts, Platform, PlatformError, PlatformStats, Registers};
+use crate::{AddressSpace, Context, Event, ExitCounts, FpState, Platform, PlatformError, PlatformStats, Registers};
 
 /// Freed page-table frames wait here until a global flush has made sure KVM
 /// keeps no shadow of them; only then can they hold anything else.
 const QUARANTINE_FRAMES: usize = 1024;
+
+/// How long a task waits its turn for a vCPU before it asks a task running
+/// application code to give one up: the time slice of tasks when more want
+/// to run than there are vCPUs.
+const YIELD_AFTER: Duration = Duration::from_millis(10);
+
+/// vCPUs per host CPU in the default pool: as gVisor does, allow some
+/// overcommit so that threads waking briefly (a runtime's monitor thread,
+/// say) rarely wait for one.
+const VCPUS_PER_HOST_CPU: u32 = 3;
+
+/// The vCPUs of the VM and who holds them.
+struct Pool {
+    free: Vec<Vcpu>,
+    /// vCPUs created so far, held or free.
+    created: u32,
+    /// Most vCPUs the sandbox uses.
+    limit: u32,
+    /// Contexts holding a vCPU, in the order they got it.
+    holders: Vec<Arc<Hold>>,
+    /// Tasks waiting for a vCPU, in the order they asked.
+    waiting: VecDeque<Arc<Waiter>>,
+    /// The holder asked to yield next, round robin.
+    yield_cursor: usize,
+}
+
+/// A task waiting for a vCPU; a released one is handed over in `vcpu`.
+struct Waiter {
+    thread: std::thread::Thread,
+    hold: Arc<Hold>,
+    vcpu: Mutex<Option<Vcpu>>,
+}
+
+impl Waiter {
+    fn take(&self) -> Option<Vcpu> {
+        self.vcpu.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
 
 /// Where `syscall` from user mode arrives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,12 +94,15 @@ pub(crate) struct Shared {
     cpuid: CpuId,
     xcr0: u64,
     max_vcpus: u32,
-    pool: Mutex<Vec<Vcpu>>,
+    pool: Mutex<Pool>,
+    /// Tasks in `Pool::waiting`, read without the lock on every exit.
+    waiting: AtomicU64,
+    /// Counts exits from the guest, to order holders by their last one.
+    pub(crate) exit_sequence: AtomicU64,
     next_vcpu: Mutex<u32>,
     quarantine: Mutex<Vec<Frame>>,
     table_frames: AtomicU64,
     vcpus_created: AtomicU64,
-    vcpus_in_use: AtomicU64,
     retired_counts: Mutex<ExitCounts>,
     pub(crate) timing: AtomicBool,
     /// The vCPUs' TSC rate while every vCPU's TSC reads as the host's; 0
@@ -179,32 +222,173 @@ impl Shared {
         }
     }
 
-    fn take_vcpu(&self) -> Result<Vcpu, PlatformError> {
-        let pooled = self.pool.lock().unwrap().pop();
-        let v = match pooled {
-            Some(mut v) => {
-                v.recycle()?;
-                v
+    fn lock_pool(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True if a task is waiting for a vCPU.
+    pub(crate) fn vcpu_wanted(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// Called by a holder that has just left the guest while tasks wait: the
+    /// first of them may now be able to take a vCPU from a holder that is
+    /// not running application code.
+    pub(crate) fn nudge_waiter(&self) {
+        if let Some(w) = self.lock_pool().waiting.front() {
+            w.thread.unpark();
+        }
+    }
+
+    /// A vCPU for `hold`, which has none, loaded with `fp`: a free one, a
+    /// new one while under the limit, or one taken from a holder that is not
+    /// running application code, longest out of the guest first. Tasks that
+    /// find none wait in line; the first asks a holder to yield every
+    /// YIELD_AFTER, and a released vCPU goes straight to it.
+    pub(crate) fn acquire_vcpu(&self, hold: &Arc<Hold>, fp: &FpState) -> Result<Vcpu, PlatformError> {
+        let mut pool = self.lock_pool();
+        if pool.waiting.is_empty() {
+            match self.take_or_create(pool, hold)? {
+                Ok(v) => return self.bind(hold, v, fp),
+                Err(p) => pool = p,
             }
-            None => {
-                let entry = *self.syscall_entry.get().expect("detected at start-up");
-                self.create_vcpu(context::lstar_for(entry))?
+        }
+        let me = Arc::new(Waiter { thread: std::thread::current(), hold: hold.clone(), vcpu: Mutex::new(None) });
+        pool.waiting.push_back(me.clone());
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        drop(pool);
+        let v = loop {
+            if let Some(v) = me.take() {
+                break v;
+            }
+            // Only the first in line watches the clock; the others sleep
+            // until they are first or are handed a vCPU.
+            let first = self.lock_pool().waiting.front().is_some_and(|w| Arc::ptr_eq(w, &me));
+            let started = Instant::now();
+            if first {
+                std::thread::park_timeout(YIELD_AFTER);
+            } else {
+                std::thread::park();
+            }
+            if let Some(v) = me.take() {
+                break v;
+            }
+            let mut pool = self.lock_pool();
+            if !pool.waiting.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
+                continue;
+            }
+            if let Some(v) = Self::steal(&mut pool) {
+                pool.waiting.pop_front();
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                pool.holders.push(hold.clone());
+                if let Some(next) = pool.waiting.front() {
+                    next.thread.unpark();
+                }
+                break v;
+            }
+            if started.elapsed() >= YIELD_AFTER && !pool.holders.is_empty() {
+                let i = pool.yield_cursor % pool.holders.len();
+                pool.yield_cursor = pool.yield_cursor.wrapping_add(1);
+                pool.holders[i].kick.request_yield();
             }
         };
-        self.vcpus_in_use.fetch_add(1, Ordering::Relaxed);
+        self.bind(hold, v, fp)
+    }
+
+    /// With no one waiting: a free vCPU, a new one, or a stolen one, entered
+    /// in the holders; or the pool back if there is none.
+    #[allow(clippy::type_complexity)]
+    fn take_or_create<'a>(
+        &'a self,
+        mut pool: std::sync::MutexGuard<'a, Pool>,
+        hold: &Arc<Hold>,
+    ) -> Result<Result<Vcpu, std::sync::MutexGuard<'a, Pool>>, PlatformError> {
+        let v = if let Some(v) = pool.free.pop() {
+            v
+        } else if pool.created < pool.limit {
+            pool.created += 1;
+            drop(pool);
+            let entry = *self.syscall_entry.get().expect("detected at start-up");
+            let created = self.create_vcpu(context::lstar_for(entry));
+            pool = self.lock_pool();
+            match created {
+                Ok(v) => v,
+                Err(e) => {
+                    pool.created -= 1;
+                    return Err(e);
+                }
+            }
+        } else if let Some(v) = Self::steal(&mut pool) {
+            v
+        } else {
+            return Ok(Err(pool));
+        };
+        pool.holders.push(hold.clone());
+        Ok(Ok(v))
+    }
+
+    fn bind(&self, hold: &Arc<Hold>, mut v: Vcpu, fp: &FpState) -> Result<Vcpu, PlatformError> {
+        if let Err(e) = v.bind(fp) {
+            self.release_vcpu(hold, v);
+            return Err(e);
+        }
+        hold.kick.attach(v.run_area());
         Ok(v)
     }
 
-    pub(crate) fn return_vcpu(&self, v: Vcpu) {
-        self.retired_counts.lock().unwrap().add(&v.counts());
-        self.vcpus_in_use.fetch_sub(1, Ordering::Relaxed);
-        self.pool.lock().unwrap().push(v);
+    /// Takes the vCPU of the holder longest out of the guest among those not
+    /// running application code now (their slot can be locked): most likely
+    /// one asleep, not one in the middle of a quick system call.
+    fn steal(pool: &mut Pool) -> Option<Vcpu> {
+        let mut order: Vec<(u64, usize)> =
+            pool.holders.iter().enumerate().map(|(i, h)| (h.left_guest.load(Ordering::Relaxed), i)).collect();
+        order.sort_unstable();
+        for (_, i) in order {
+            let h = &pool.holders[i];
+            let Ok(mut slot) = h.slot.try_lock() else { continue };
+            if let Ok(Some(v)) = h.unbind(&mut slot) {
+                drop(slot);
+                pool.holders.remove(i);
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// Gives back the vCPU `hold` had: to the first task waiting, if any.
+    pub(crate) fn release_vcpu(&self, hold: &Hold, v: Vcpu) {
+        let mut pool = self.lock_pool();
+        if let Some(i) = pool.holders.iter().position(|h| std::ptr::eq(&**h, hold)) {
+            pool.holders.remove(i);
+        }
+        match pool.waiting.pop_front() {
+            Some(w) => {
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                pool.holders.push(w.hold.clone());
+                *w.vcpu.lock().unwrap_or_else(|p| p.into_inner()) = Some(v);
+                w.thread.unpark();
+                if let Some(next) = pool.waiting.front() {
+                    next.thread.unpark();
+                }
+            }
+            None => pool.free.push(v),
+        }
+    }
+
+    pub(crate) fn retire_counts(&self, counts: &ExitCounts) {
+        self.retired_counts.lock().unwrap_or_else(|p| p.into_inner()).add(counts);
     }
 }
 
 /// The kvm platform.
 pub struct KvmPlatform {
     shared: Arc<Shared>,
+}
+
+/// The default pool: VCPUS_PER_HOST_CPU for each CPU this process may use.
+fn default_vcpu_limit() -> u32 {
+    let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    cpus.saturating_mul(VCPUS_PER_HOST_CPU)
 }
 
 fn open_kvm() -> Result<Kvm, PlatformError> {
@@ -274,12 +458,20 @@ impl KvmPlatform {
             cpuid,
             xcr0,
             max_vcpus,
-            pool: Mutex::new(Vec::new()),
+            pool: Mutex::new(Pool {
+                free: Vec::new(),
+                created: 0,
+                limit: default_vcpu_limit().min(max_vcpus),
+                holders: Vec::new(),
+                waiting: VecDeque::new(),
+                yield_cursor: 0,
+            }),
+            waiting: AtomicU64::new(0),
+            exit_sequence: AtomicU64::new(1),
             next_vcpu: Mutex::new(0),
             quarantine: Mutex::new(Vec::new()),
             table_frames: AtomicU64::new(0),
             vcpus_created: AtomicU64::new(0),
-            vcpus_in_use: AtomicU64::new(0),
             retired_counts: Mutex::new(ExitCounts::default()),
             timing: AtomicBool::new(false),
             tsc_khz: AtomicU64::new(0),
@@ -288,6 +480,16 @@ impl KvmPlatform {
         let entry = detect_syscall_entry(&shared)?;
         shared.syscall_entry.set(entry).expect("set once");
         Ok(KvmPlatform { shared })
+    }
+
+    /// Limits the vCPUs application code runs on at once (at least 1).
+    pub fn set_vcpu_limit(&self, n: u32) {
+        self.shared.lock_pool().limit = n.clamp(1, self.shared.max_vcpus);
+    }
+
+    /// The most vCPUs application code runs on at once.
+    pub fn vcpu_limit(&self) -> u32 {
+        self.shared.lock_pool().limit
     }
 
     /// True if `syscall` stays at CPL 3 on this host (PVM).
@@ -302,7 +504,7 @@ impl KvmPlatform {
 fn detect_syscall_entry(shared: &Arc<Shared>) -> Result<SyscallEntry, PlatformError> {
     let vcpu = shared.create_vcpu(supervisor::syscall_kernel_entry())?;
     let space = KvmAddressSpace::new(shared.clone())?;
-    let mut ctx = KvmContext::new(shared.clone(), vcpu);
+    let mut ctx = KvmContext::with_vcpu(shared.clone(), vcpu);
     let mut regs = Registers::for_entry(supervisor::probe_entry(), 0);
     let event = ctx
         .switch(&space, &mut regs)
@@ -314,7 +516,9 @@ fn detect_syscall_entry(shared: &Arc<Shared>) -> Result<SyscallEntry, PlatformEr
     };
     let v = ctx.into_vcpu();
     v.set_lstar(context::lstar_for(entry))?;
-    shared.pool.lock().unwrap().push(v);
+    let mut pool = shared.lock_pool();
+    pool.free.push(v);
+    pool.created += 1;
     Ok(entry)
 }
 
@@ -328,15 +532,14 @@ impl Platform for KvmPlatform {
     }
 
     fn new_context(&self) -> Result<Box<dyn Context>, PlatformError> {
-        let v = self.shared.take_vcpu()?;
-        Ok(Box::new(KvmContext::new(self.shared.clone(), v)))
+        Ok(Box::new(KvmContext::new(self.shared.clone())))
     }
 
     fn stats(&self) -> PlatformStats {
         let s = &self.shared;
         PlatformStats {
             vcpus: s.vcpus_created.load(Ordering::Relaxed),
-            vcpus_in_use: s.vcpus_in_use.load(Ordering::Relaxed),
+            vcpus_in_use: s.lock_pool().holders.len() as u64,
             table_frames: s.table_frames.load(Ordering::Relaxed),
             global_flushes: s.guest.global_flushes.load(Ordering::Relaxed),
             frame_invalidations: s.guest.invalidations.load(Ordering::Relaxed),
