@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use sentry::diag;
 use sentry::sandbox::{Sandbox, SandboxConfig};
 use sentry::task::ExitStatus;
 
@@ -151,7 +152,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let sandbox = match Sandbox::new(&config) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("cordon: {e}");
+            diag::line(format_args!("cordon: {e}"));
             return Ok(ExitCode::from(e.exit_code() as u8));
         }
     };
@@ -159,10 +160,10 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let status = outcome.status;
     if let (Some(out), Some(report)) = (profile, outcome.report) {
         match out {
-            ProfileOut::Text => eprint!("{}", report.render()),
-            ProfileOut::Json => eprintln!("{}", serde_json::to_string_pretty(&report)?),
+            ProfileOut::Text => diag::text(&report.render()),
+            ProfileOut::Json => diag::line(format_args!("{}", serde_json::to_string_pretty(&report)?)),
             ProfileOut::TextAndFile(path) => {
-                eprint!("{}", report.render());
+                diag::text(&report.render());
                 std::fs::write(&path, serde_json::to_string_pretty(&report)?)
                     .with_context(|| format!("--profile {}", path.display()))?;
             }
@@ -175,7 +176,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             if core {
                 msg.push_str(" (core dumped)");
             }
-            eprintln!("{msg}");
+            diag::line(format_args!("{msg}"));
         }
     }
     Ok(ExitCode::from(status.shell_code() as u8))
@@ -205,7 +206,7 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            eprintln!("cordon: {}", one_line(&e));
+            diag::line(format_args!("cordon: {}", one_line(&e)));
             return ExitCode::from(2);
         }
     };
@@ -215,7 +216,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("cordon: {e:#}");
+            diag::line(format_args!("cordon: {e:#}"));
             ExitCode::from(2)
         }
     }

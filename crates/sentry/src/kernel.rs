@@ -103,7 +103,7 @@ impl Kernel {
     /// Reports an unsupported system call on stderr, once per number.
     pub fn report_unsupported(&self, nr: u64, name: &str) {
         if self.reported.lock().unwrap().insert(nr) {
-            eprintln!("cordon: unsupported system call {name} ({nr}), returning ENOSYS");
+            crate::diag::line(format_args!("cordon: unsupported system call {name} ({nr}), returning ENOSYS"));
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod abi;
 pub mod arch;
+pub mod diag;
 pub mod errno;
 pub mod fd;
 pub mod fs;

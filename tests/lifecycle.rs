@@ -1,0 +1,71 @@
+//! How a sandbox ends, whatever happens on the way: when cordon's stderr
+//! is closed under it.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Far more than any of these runs takes: reaching it means a hang.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Waits for `child` to exit and collects its output; fails, after killing
+/// it, if it runs longer than `HANG`. Reading stdout and stderr to their
+/// end also shows that no process kept them open after cordon was gone.
+fn finish(mut child: Child, what: &str) -> Output {
+    let read_all = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = read_all(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let err = read_all(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + HANG;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = err.join().unwrap_or_default();
+            panic!("{what}: still running after {HANG:?}; stderr:\n{}", String::from_utf8_lossy(&err));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output { status, stdout: out.join().expect("stdout"), stderr: err.join().expect("stderr") }
+}
+
+/// cordon's stderr is a pipe whose reader goes away after one line, as in
+/// `cordon run --strace ... 2>&1 | head -1`: cordon's own messages (strace
+/// lines, the notice of an unknown system call, the profile at exit) are
+/// lost, and the program runs to its end with its status, as natively.
+#[test]
+fn a_closed_stderr_changes_nothing() {
+    require_kvm!();
+    let run = |mut cmd: Command, what: &str| {
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+        {
+            let mut first = String::new();
+            let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+            err.read_line(&mut first).expect("read stderr");
+            assert!(!first.is_empty(), "{what}: no line on stderr");
+        } // the reader goes away
+        finish(child, what)
+    };
+    for variant in common::VARIANTS {
+        let prog = common::c_program("stderr_closed", variant);
+        let what = format!("stderr_closed-{variant}");
+        let native = run(Command::new(&prog), &format!("{what} natively"));
+        assert_eq!(native.status.code(), Some(7), "{what} natively: {}", String::from_utf8_lossy(&native.stdout));
+        let mut cmd = Command::new(common::cordon());
+        cmd.args(["run", "--strace", "--profile", "--"]).arg(&prog);
+        let sandboxed = run(cmd, &what);
+        common::assert_same(&what, &sandboxed, &native);
+    }
+}
