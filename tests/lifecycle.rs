@@ -1,5 +1,5 @@
-//! How a sandbox ends, whatever happens on the way: when cordon's stderr
-//! is closed under it.
+//! How a sandbox ends, whatever happens on the way: when its first process
+//! exits while others fork, and when cordon's stderr is closed under it.
 
 mod common;
 
@@ -39,6 +39,47 @@ fn finish(mut child: Child, what: &str) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     };
     Output { status, stdout: out.join().expect("stdout"), stderr: err.join().expect("stderr") }
+}
+
+/// True if `unshare` can run a program as the first process of a new PID
+/// namespace here, which needs privileges a test machine may not give.
+fn pid_namespaces_available() -> bool {
+    Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The first process exits while the others fork without end: the sandbox
+/// ends every time, with the first process's status. Natively, the same
+/// program is run as the first process of a PID namespace, whose end Linux
+/// makes the sandbox's: every other process in it is killed.
+#[test]
+fn the_end_kills_processes_forked_while_it_comes() {
+    require_kvm!();
+    let native = pid_namespaces_available().then(|| {
+        let prog = common::c_program("fork_tree", "static");
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--pid", "--fork"]).arg(&prog).stdout(Stdio::piped()).stderr(Stdio::piped());
+        finish(cmd.spawn().expect("start unshare"), "fork_tree natively in a PID namespace")
+    });
+    match &native {
+        Some(n) => assert_eq!(n.status.code(), Some(3), "natively: {}", String::from_utf8_lossy(&n.stderr)),
+        None => eprintln!("no PID namespaces here: the sandbox's runs are checked on their own"),
+    }
+    for round in 0..18 {
+        let variant = common::VARIANTS[round % common::VARIANTS.len()];
+        let prog = common::c_program("fork_tree", variant);
+        let what = format!("fork_tree-{variant}, run {round}");
+        let s = finish(common::spawn_cordon(&[prog.to_str().expect("utf-8 path")]), &what);
+        assert_eq!(s.status.code(), Some(3), "{what}: stderr:\n{}", String::from_utf8_lossy(&s.stderr));
+        assert_eq!(String::from_utf8_lossy(&s.stdout), "16 trees growing\n", "{what}");
+        if let Some(n) = &native {
+            common::assert_same(&what, &s, n);
+        }
+    }
 }
 
 /// cordon's stderr is a pipe whose reader goes away after one line, as in
