@@ -1,9 +1,11 @@
 //! How a sandbox ends, whatever happens on the way: when its first process
-//! exits while others fork, and when cordon's stderr is closed under it.
+//! exits while others fork, when cordon's stderr is closed under it, and
+//! when the sentry itself has a bug.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -108,5 +110,65 @@ fn a_closed_stderr_changes_nothing() {
         cmd.args(["run", "--strace", "--profile", "--"]).arg(&prog);
         let sandboxed = run(cmd, &what);
         common::assert_same(&what, &sandboxed, &native);
+    }
+}
+
+/// Runs `sentry_bug` in the sandbox, in a process group of its own, with
+/// the sentry's test bug armed or not.
+fn run_sentry_bug(variant: &str, armed: bool) -> (Output, i32) {
+    let prog = common::c_program("sentry_bug", variant);
+    let mut cmd = Command::new(common::cordon());
+    cmd.args(["run", "--"]).arg(&prog).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // The one line, not a backtrace after it, is what is checked.
+    cmd.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE").process_group(0);
+    if armed {
+        cmd.env("CORDON_TEST_PANIC_SYSCALL", "1");
+    } else {
+        cmd.env_remove("CORDON_TEST_PANIC_SYSCALL");
+    }
+    let child = cmd.spawn().expect("start cordon");
+    let group = child.id() as i32;
+    (finish(child, &format!("sentry_bug-{variant}")), group)
+}
+
+/// A panic in the sentry, made on purpose in one task while other tasks
+/// spin in the guest and sleep in the sentry: cordon ends at once with
+/// status 125 and one line naming the bug and where it is, and nothing of
+/// the sandbox is left.
+#[test]
+fn a_sentry_bug_ends_the_sandbox_with_one_line() {
+    require_kvm!();
+    for variant in common::VARIANTS {
+        let (out, group) = run_sentry_bug(variant, true);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "sentry_bug-{variant}: stderr:\n{stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "sentry_bug-{variant}: one line expected:\n{stderr}");
+        let line = lines[0];
+        let (message, place) = line
+            .strip_prefix("cordon: internal error: ")
+            .and_then(|rest| rest.rsplit_once(" at "))
+            .unwrap_or_else(|| panic!("sentry_bug-{variant}: not an internal error line: {line}"));
+        assert!(message.contains("0xbadc0de"), "sentry_bug-{variant}: the message names the bug: {line}");
+        let (file, number) = place.rsplit_once(':').expect("file:line");
+        assert!(file.ends_with(".rs") && number.parse::<u32>().is_ok(), "sentry_bug-{variant}: {line}");
+        assert!(out.stdout.is_empty(), "sentry_bug-{variant}: {}", String::from_utf8_lossy(&out.stdout));
+        // cordon's process group is empty: nothing it started outlived it.
+        let left = rustix::process::test_kill_process_group(rustix::process::Pid::from_raw(group).expect("pid"));
+        assert_eq!(left, Err(rustix::io::Errno::SRCH), "sentry_bug-{variant}: processes left behind");
+    }
+}
+
+/// Unarmed, the same system call is an unknown one, as natively: ENOSYS,
+/// and the program passes.
+#[test]
+fn the_test_bug_is_out_of_reach_in_normal_runs() {
+    require_kvm!();
+    for variant in common::VARIANTS {
+        let prog = common::c_program("sentry_bug", variant);
+        let native = common::native(prog.to_str().expect("utf-8 path"), &[], None);
+        assert_eq!(native.status.code(), Some(0), "natively: {}", String::from_utf8_lossy(&native.stderr));
+        let (sandboxed, _) = run_sentry_bug(variant, false);
+        common::assert_same(&format!("sentry_bug-{variant}"), &sandboxed, &native);
     }
 }

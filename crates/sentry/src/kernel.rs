@@ -34,6 +34,11 @@ pub struct KernelConfig {
     pub strace: bool,
     /// Host name the sandbox reports.
     pub hostname: String,
+    /// For cordon's own tests: system call [`TEST_PANIC_SYSCALL`] panics
+    /// in the sentry, as a bug would.
+    ///
+    /// [`TEST_PANIC_SYSCALL`]: crate::syscalls::TEST_PANIC_SYSCALL
+    pub test_panic_syscall: bool,
 }
 
 /// Everything tasks share.

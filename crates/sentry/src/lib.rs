@@ -8,6 +8,7 @@ pub mod errno;
 pub mod fd;
 pub mod fs;
 pub mod futex;
+pub mod internal_error;
 pub mod kernel;
 pub mod loader;
 pub mod mm;
