@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use sentry::diag;
 use sentry::sandbox::{Sandbox, SandboxConfig};
 use sentry::task::ExitStatus;
 
@@ -119,8 +120,13 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         memory: args.memory.unwrap_or_else(host_memory),
         cpus: args.cpus,
         profile: args.profile.is_some(),
+        test_panic_syscall: std::env::var_os(TEST_PANIC_VAR).is_some_and(|v| v == "1"),
     })
 }
+
+/// Set to 1 (by cordon's own tests only), it makes a system call number
+/// that Linux leaves unused panic in the sentry, as a bug would.
+const TEST_PANIC_VAR: &str = "CORDON_TEST_PANIC_SYSCALL";
 
 fn kv(k: &OsString, v: &OsString) -> Vec<u8> {
     let mut e = k.as_bytes().to_vec();
@@ -156,7 +162,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let sandbox = match Sandbox::new(&config) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("cordon: {e}");
+            diag::line(format_args!("cordon: {e}"));
             return Ok(ExitCode::from(e.exit_code() as u8));
         }
     };
@@ -164,10 +170,10 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let status = outcome.status;
     if let (Some(out), Some(report)) = (profile, outcome.report) {
         match out {
-            ProfileOut::Text => eprint!("{}", report.render()),
-            ProfileOut::Json => eprintln!("{}", serde_json::to_string_pretty(&report)?),
+            ProfileOut::Text => diag::text(&report.render()),
+            ProfileOut::Json => diag::line(format_args!("{}", serde_json::to_string_pretty(&report)?)),
             ProfileOut::TextAndFile(path) => {
-                eprint!("{}", report.render());
+                diag::text(&report.render());
                 std::fs::write(&path, serde_json::to_string_pretty(&report)?)
                     .with_context(|| format!("--profile {}", path.display()))?;
             }
@@ -180,7 +186,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             if core {
                 msg.push_str(" (core dumped)");
             }
-            eprintln!("{msg}");
+            diag::line(format_args!("{msg}"));
         }
     }
     Ok(ExitCode::from(status.shell_code() as u8))
@@ -202,6 +208,7 @@ fn one_line(e: &clap::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    sentry::internal_error::install();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -210,7 +217,7 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            eprintln!("cordon: {}", one_line(&e));
+            diag::line(format_args!("cordon: {}", one_line(&e)));
             return ExitCode::from(2);
         }
     };
@@ -220,7 +227,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("cordon: {e:#}");
+            diag::line(format_args!("cordon: {e:#}"));
             ExitCode::from(2)
         }
     }

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -34,6 +34,11 @@ pub struct KernelConfig {
     pub strace: bool,
     /// Host name the sandbox reports.
     pub hostname: String,
+    /// For cordon's own tests: system call [`TEST_PANIC_SYSCALL`] panics
+    /// in the sentry, as a bug would.
+    ///
+    /// [`TEST_PANIC_SYSCALL`]: crate::syscalls::TEST_PANIC_SYSCALL
+    pub test_panic_syscall: bool,
 }
 
 /// Everything tasks share.
@@ -55,8 +60,10 @@ pub struct Kernel {
     next_tid: AtomicI32,
     reported: Mutex<HashSet<u64>>,
     host_threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Host threads running tasks right now.
-    live_threads: AtomicU64,
+    /// Host threads running tasks right now; `threads_gone` is notified
+    /// when the count reaches zero.
+    live_threads: Mutex<u64>,
+    threads_gone: Condvar,
     init_status: Mutex<Option<ExitStatus>>,
     init_done: Condvar,
 }
@@ -86,7 +93,8 @@ impl Kernel {
             next_tid: AtomicI32::new(1),
             reported: Mutex::new(HashSet::new()),
             host_threads: Mutex::new(Vec::new()),
-            live_threads: AtomicU64::new(0),
+            live_threads: Mutex::new(0),
+            threads_gone: Condvar::new(),
             init_status: Mutex::new(None),
             init_done: Condvar::new(),
         });
@@ -103,19 +111,31 @@ impl Kernel {
     /// Reports an unsupported system call on stderr, once per number.
     pub fn report_unsupported(&self, nr: u64, name: &str) {
         if self.reported.lock().unwrap().insert(nr) {
-            eprintln!("cordon: unsupported system call {name} ({nr}), returning ENOSYS");
+            crate::diag::line(format_args!("cordon: unsupported system call {name} ({nr}), returning ENOSYS"));
         }
     }
 
     /// Runs a task on a new host thread.
     pub fn spawn_task_thread(self: &Arc<Self>, tid: i32, f: impl FnOnce() + Send + 'static) {
-        let k = self.clone();
-        k.live_threads.fetch_add(1, Ordering::AcqRel);
+        /// Counts a task thread for as long as its closure lives, however
+        /// the task body ends.
+        struct LiveThread(Arc<Kernel>);
+        impl Drop for LiveThread {
+            fn drop(&mut self) {
+                let mut n = self.0.live_threads.lock().unwrap();
+                *n -= 1;
+                if *n == 0 {
+                    self.0.threads_gone.notify_all();
+                }
+            }
+        }
+        *self.live_threads.lock().unwrap() += 1;
+        let live = LiveThread(self.clone());
         let h = std::thread::Builder::new()
             .name(format!("task-{tid}"))
             .spawn(move || {
+                let _live = live;
                 f();
-                k.live_threads.fetch_sub(1, Ordering::AcqRel);
             })
             .expect("spawn a task thread");
         let mut hs = self.host_threads.lock().unwrap();
@@ -125,7 +145,7 @@ impl Kernel {
 
     /// Host threads running tasks.
     pub fn live_task_threads(&self) -> u64 {
-        self.live_threads.load(Ordering::Acquire)
+        *self.live_threads.lock().unwrap()
     }
 
     /// The first process has exited: the sandbox ends.
@@ -148,21 +168,27 @@ impl Kernel {
     /// Kills every remaining task and waits until their host threads are
     /// gone, then stops the timer thread.
     pub fn shutdown(&self) {
-        loop {
-            let groups = self.procs.lock().unwrap().processes();
-            for g in &groups {
-                crate::task::group_exit(
-                    g,
-                    ExitStatus::Signaled { signal: linux_raw_sys::general::SIGKILL, core: false },
-                );
+        // From here on no task is created (clone fails, as fork does in a
+        // PID namespace whose init has died), so killing every task there
+        // is now kills every task there will be.
+        let groups = {
+            let mut tree = self.procs.lock().unwrap();
+            tree.close();
+            tree.processes()
+        };
+        for g in &groups {
+            crate::task::group_exit(g, ExitStatus::Signaled { signal: linux_raw_sys::general::SIGKILL, core: false });
+        }
+        // A thread is spawned only by a live one (or before the first
+        // process runs), so once none is live, every handle is here.
+        {
+            let mut n = self.live_threads.lock().unwrap();
+            while *n > 0 {
+                n = self.threads_gone.wait(n).unwrap();
             }
-            let handles: Vec<_> = std::mem::take(&mut *self.host_threads.lock().unwrap());
-            if handles.is_empty() && self.live_task_threads() == 0 {
-                break;
-            }
-            for h in handles {
-                let _ = h.join();
-            }
+        }
+        for h in std::mem::take(&mut *self.host_threads.lock().unwrap()) {
+            let _ = h.join();
         }
         self.timers.stop();
         self.clock.stop();

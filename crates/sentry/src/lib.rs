@@ -3,10 +3,12 @@
 
 pub mod abi;
 pub mod arch;
+pub mod diag;
 pub mod errno;
 pub mod fd;
 pub mod fs;
 pub mod futex;
+pub mod internal_error;
 pub mod kernel;
 pub mod loader;
 pub mod mm;

@@ -41,6 +41,9 @@ pub struct SandboxConfig {
     pub cpus: Option<u32>,
     /// Measure where time goes and report it at exit.
     pub profile: bool,
+    /// For cordon's own tests: make a bug in the sentry on demand (see
+    /// [`KernelConfig::test_panic_syscall`]).
+    pub test_panic_syscall: bool,
 }
 
 /// Why a sandbox could not run the program.
@@ -133,7 +136,12 @@ impl Sandbox {
             platform,
             mf.clone(),
             Mount::new("hostfs", config.rootfs.display().to_string(), true, root),
-            KernelConfig { rootfs: config.rootfs.clone(), strace: config.strace, hostname },
+            KernelConfig {
+                rootfs: config.rootfs.clone(),
+                strace: config.strace,
+                hostname,
+                test_panic_syscall: config.test_panic_syscall,
+            },
             facts,
             clock,
         );

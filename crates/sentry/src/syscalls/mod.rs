@@ -27,6 +27,14 @@ use crate::fs::path::PATH_MAX;
 use crate::fs::{Dentry, FileType, OpenFile};
 use crate::task::Task;
 
+/// A number no Linux system call has, which panics in the sentry when
+/// [`KernelConfig::test_panic_syscall`] is set (only cordon's tests set
+/// it): how the tests make sure a sentry bug ends the sandbox cleanly.
+/// Otherwise it is unknown, and fails with ENOSYS as on Linux.
+///
+/// [`KernelConfig::test_panic_syscall`]: crate::kernel::KernelConfig::test_panic_syscall
+pub const TEST_PANIC_SYSCALL: u64 = 0x0bad_c0de;
+
 /// A system call implementation.
 pub type Handler = fn(&mut Task, &[u64; 6]) -> SysResult;
 
@@ -40,6 +48,7 @@ pub fn dispatch(task: &mut Task) {
     let started = task.kernel.stats.timing().then(Instant::now);
     let result = match def {
         Some(d) => (d.handler)(task, &args),
+        None if nr == TEST_PANIC_SYSCALL && task.kernel.config.test_panic_syscall => test_panic(task),
         None => {
             task.kernel.report_unsupported(nr, &table::name(nr));
             Err(SysError::Errno(Errno::ENOSYS))
@@ -60,6 +69,14 @@ pub fn dispatch(task: &mut Task) {
     if let Some(line) = pre {
         strace::exit(task, line, def, &args, result);
     }
+}
+
+/// A sentry bug, made on purpose: the panic comes with the process tree
+/// locked, where every other task and the sandbox's own shutdown will want
+/// it, as a real bug in the middle of an update could leave it.
+fn test_panic(task: &Task) -> ! {
+    let _tree = task.kernel.procs.lock().unwrap();
+    panic!("system call {TEST_PANIC_SYSCALL:#x} made to test the handling of sentry bugs")
 }
 
 /// The name of system call `nr`.

@@ -2,7 +2,6 @@
 //! `[tid] openat(AT_FDCWD, "/etc/passwd", O_RDONLY|O_CLOEXEC) = 3`.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use linux_raw_sys::general as g;
 
@@ -332,7 +331,7 @@ pub fn exit(task: &Task, p: Pending, def: Option<&SyscallDef>, args: &[u64; 6], 
         }
     }
     line.push('\n');
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    crate::diag::text(&line);
 }
 
 #[cfg(test)]

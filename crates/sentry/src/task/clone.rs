@@ -152,16 +152,18 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     if has(g::CLONE_CHILD_SETTID) {
         mm.write(args.child_tid, &(tid as u32)).map_err(|_| Errno::EFAULT)?;
     }
+    let mut pidfd = None;
     if has(g::CLONE_PIDFD) {
         // Installed before the child runs, so the parent has it whatever
         // the child does (a vfork child may exec, exit and be reaped before
         // the parent resumes); not in a table the child copied already.
-        let pidfd = OpenFile::new(Arc::new(PidFd { process: tg.clone() }), None, OpenFlags::RDWR);
-        let fd = parent.files.install(pidfd, true, 0).map_err(Errno::from)?;
+        let file = OpenFile::new(Arc::new(PidFd { process: tg.clone() }), None, OpenFlags::RDWR);
+        let fd = parent.files.install(file, true, 0).map_err(Errno::from)?;
         if parent.mm.write(args.pidfd, &fd).is_err() {
             let _ = parent.files.remove(fd);
             return Err(Errno::EFAULT);
         }
+        pidfd = Some(fd);
     }
     let vfork = has(g::CLONE_VFORK).then(|| Arc::new(VforkDone::default()));
     // A thread sharing the address space starts without the alternate
@@ -188,6 +190,28 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
 
     {
         let mut tree = kernel.procs.lock().unwrap();
+        let mut threads = tg.threads.lock().unwrap();
+        // No task may escape what is killing every task it could join, as
+        // in Linux's copy_process: an ending sandbox takes no new task (fork
+        // fails with ENOMEM, as in a PID namespace whose init has died), and
+        // a killed thread (its process exits, another thread execs) creates
+        // none. Those kills are made under the tree lock or this process's
+        // thread list, held here from the check to the addition.
+        let refused = if tree.is_closed() {
+            Some(Errno::ENOMEM)
+        } else if parent.shared.is_killed() {
+            Some(Errno::EINTR)
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            drop(threads);
+            drop(tree);
+            if let Some(fd) = pidfd {
+                let _ = parent.files.remove(fd);
+            }
+            return Err(e);
+        }
         if !has(g::CLONE_THREAD) {
             let me = parent.tg.tgid;
             let parent_pid = if has(g::CLONE_PARENT) { tree.parent_of(me) } else { Some(me) };
@@ -195,7 +219,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
             let sid = tree.sid_of(me).unwrap_or(me);
             tree.add_process(&tg, parent_pid, pgid, sid);
         }
-        tg.threads.lock().unwrap().push(shared.clone());
+        threads.push(shared.clone());
         tree.add_thread(&shared);
     }
     kernel.spawn_task_thread(tid, move || run_task(child));

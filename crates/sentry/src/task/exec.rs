@@ -12,13 +12,18 @@ impl Task {
     /// Ends every other thread of the process and waits until they are
     /// gone; the caller then takes the process's id if it did not have it.
     fn become_sole_thread(&mut self) {
-        let others: Vec<_> =
-            self.tg.threads.lock().unwrap().iter().filter(|t| !Arc::ptr_eq(t, &self.shared)).cloned().collect();
-        if others.is_empty() {
+        let alone = {
+            let threads = self.tg.threads.lock().unwrap();
+            // Killed under the list's lock, which a clone holds while it
+            // adds a thread: a thread one of them clones meanwhile is in
+            // the list already, or is refused.
+            for t in threads.iter().filter(|t| !Arc::ptr_eq(t, &self.shared)) {
+                t.kill();
+            }
+            threads.len() == 1
+        };
+        if alone {
             return;
-        }
-        for t in &others {
-            t.kill();
         }
         let _r = self.tg.thread_events.register(&self.shared.waiter);
         while self.tg.threads.lock().unwrap().len() > 1 {

@@ -69,7 +69,7 @@ pub fn run_task(mut task: Task) {
         let event = match task.ctx.switch(&**task.mm.space(), &mut task.regs) {
             Ok(e) => e,
             Err(e) => {
-                eprintln!("cordon: task {} stopped: {e}", task.tid());
+                crate::diag::line(format_args!("cordon: task {} stopped: {e}", task.tid()));
                 task.request_exit(ExitKind::Group(ExitStatus::Signaled { signal: g::SIGKILL, core: false }));
                 break;
             }

@@ -15,6 +15,8 @@ pub struct ProcessTree {
     children: HashMap<i32, BTreeSet<i32>>,
     pgid: HashMap<i32, i32>,
     sid: HashMap<i32, i32>,
+    /// The sandbox is ending: no task may be added.
+    closed: bool,
 }
 
 impl ProcessTree {
@@ -28,6 +30,16 @@ impl ProcessTree {
         }
         self.pgid.insert(pid, pgid);
         self.sid.insert(pid, sid);
+    }
+
+    /// Forbids new tasks for good: the sandbox is ending.
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// True once the sandbox is ending and takes no new task.
+    pub fn is_closed(&self) -> bool {
+        self.closed
     }
 
     pub fn add_thread(&mut self, t: &Arc<TaskShared>) {
