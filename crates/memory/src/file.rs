@@ -10,7 +10,7 @@ use rustix::fs::{FallocateFlags, MemfdFlags, fallocate, ftruncate, memfd_create}
 use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap, munmap};
 
 use crate::refcount::RefTable;
-use crate::{Frame, MemoryError, PAGE_SIZE, frame_runs};
+use crate::{Frame, GuestSliceMut, MemoryError, PAGE_SIZE, frame_runs};
 
 /// Freed frames are reclaimed in batches of at least this many, so a burst of
 /// frees costs a few host calls rather than one per frame.
@@ -70,8 +70,10 @@ pub struct MemoryFile {
 }
 
 // SAFETY: the mapping is shared by design: frames are handed to one owner at a
-// time by the allocator, and concurrent access to app memory is the app's own
-// data race, exactly as on a real machine. Internal state is behind a Mutex.
+// time by the allocator, and the bytes are only reached through raw pointers
+// (GuestSlice copies, host calls, atomics), never Rust references, so the
+// application's concurrent stores are no data race of the sentry's. Internal
+// state is behind a Mutex.
 unsafe impl Send for MemoryFile {}
 // SAFETY: as above.
 unsafe impl Sync for MemoryFile {}
@@ -306,28 +308,43 @@ impl MemoryFile {
         self.state.lock().unwrap().next
     }
 
-    /// Address of a frame in the sentry's mapping. Dereferencing it is the
-    /// caller's business; the frame must be allocated.
+    /// Address of a frame in the sentry's mapping, for host calls on the
+    /// mapping and for atomics shared with the application. Bytes of the
+    /// frame are read and written through [`slice`](Self::slice), never
+    /// through a reference made from this; the frame must be allocated.
     pub fn frame_ptr(&self, f: Frame) -> *mut u8 {
         assert!(f.number() < self.capacity_frames, "frame {f:?} outside the memory file");
         // SAFETY: in bounds of the mapping by the assert above.
         unsafe { self.base.as_ptr().add(f.offset() as usize) }
     }
 
+    /// Bytes `[offset, offset + len)` from the start of frame `first`, which
+    /// may run on into the frames after it. Their contents are the business
+    /// of whoever holds references on those frames.
+    pub fn slice(&self, first: Frame, offset: usize, len: usize) -> GuestSliceMut<'_> {
+        let start = first.offset().checked_add(offset as u64);
+        let end = start.and_then(|s| s.checked_add(len as u64));
+        assert!(end.is_some_and(|e| e <= self.capacity()), "{len} bytes at {first:?}+{offset} outside the memory file");
+        // SAFETY: in bounds of the mapping, which lives as long as self and
+        // is never referenced by Rust references.
+        unsafe { GuestSliceMut::from_raw_parts(self.base.as_ptr().add(start.unwrap() as usize), len) }
+    }
+
+    /// One whole frame.
+    pub fn frame(&self, f: Frame) -> GuestSliceMut<'_> {
+        self.slice(f, 0, PAGE_SIZE as usize)
+    }
+
     /// Copies `buf.len()` bytes out of a frame starting at `offset`.
     pub fn read(&self, f: Frame, offset: usize, buf: &mut [u8]) {
         assert!(offset + buf.len() <= PAGE_SIZE as usize);
-        // SAFETY: the range lies inside one frame of the live mapping; the
-        // destination is a distinct Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(self.frame_ptr(f).add(offset), buf.as_mut_ptr(), buf.len()) }
+        self.slice(f, offset, buf.len()).copy_to(buf);
     }
 
     /// Copies `buf` into a frame starting at `offset`.
     pub fn write(&self, f: Frame, offset: usize, buf: &[u8]) {
         assert!(offset + buf.len() <= PAGE_SIZE as usize);
-        // SAFETY: the range lies inside one frame of the live mapping; the
-        // source is a distinct Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.frame_ptr(f).add(offset), buf.len()) }
+        self.slice(f, offset, buf.len()).copy_from(buf);
     }
 
     /// Backs `frames` with host memory in the sentry's mapping ahead of a
@@ -347,15 +364,13 @@ impl MemoryFile {
 
     /// Fills a frame with zeros.
     pub fn zero(&self, f: Frame) {
-        // SAFETY: one whole frame of the live mapping.
-        unsafe { std::ptr::write_bytes(self.frame_ptr(f), 0, PAGE_SIZE as usize) }
+        self.frame(f).fill(0);
     }
 
     /// Copies the contents of frame `src` into frame `dst`.
     pub fn copy_frame(&self, src: Frame, dst: Frame) {
         assert_ne!(src, dst);
-        // SAFETY: two distinct whole frames of the live mapping.
-        unsafe { std::ptr::copy_nonoverlapping(self.frame_ptr(src), self.frame_ptr(dst), PAGE_SIZE as usize) }
+        self.frame(dst).copy_from_guest(self.frame(src).as_read_only());
     }
 
     /// Reads a little-endian u64 at a byte offset of the file (8-aligned).
@@ -505,6 +520,42 @@ mod tests {
         assert!(mf.allocate().is_err());
         mf.dec_ref(v[2]);
         assert_eq!(mf.allocate().unwrap(), v[2], "a pending free is reclaimed when the file is full");
+    }
+
+    #[test]
+    fn slices_run_across_frame_boundaries() {
+        let mf = MemoryFile::new(1 << 20).unwrap();
+        let mut v = Vec::new();
+        mf.allocate_many(3, &mut v).unwrap();
+        assert_eq!(v.iter().map(|f| f.number()).collect::<Vec<_>>(), [0, 1, 2], "a fresh file hands out a run");
+        let page = PAGE_SIZE as usize;
+        let data: Vec<u8> = (0..page + 200).map(|i| (i % 251) as u8).collect();
+        let s = mf.slice(v[0], page - 100, data.len());
+        assert_eq!(s.copy_from(&data), data.len());
+        let mut tail = [0u8; 100];
+        mf.read(v[0], page - 100, &mut tail);
+        assert_eq!(&tail[..], &data[..100], "end of the first frame");
+        let mut head = [0u8; 100];
+        mf.read(v[2], 0, &mut head);
+        assert_eq!(&head[..], &data[page + 100..], "start of the third frame");
+        assert_eq!(s.to_vec(), data);
+        assert_eq!(mf.slice(v[1], 0, 0).to_vec(), b"", "a zero-length slice");
+
+        // Frame copies and zeroing go through the same slices.
+        let spare = mf.allocate().unwrap();
+        mf.copy_frame(v[1], spare);
+        assert_eq!(mf.frame(spare).to_vec(), mf.frame(v[1]).to_vec());
+        mf.zero(v[1]);
+        assert!(mf.frame(v[1]).to_vec().iter().all(|b| *b == 0));
+        assert_eq!(mf.slice(v[0], page - 100, 100).to_vec(), &data[..100], "neighbours untouched");
+        assert_eq!(mf.slice(v[2], 0, 100).to_vec(), &data[page + 100..]);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the memory file")]
+    fn a_slice_past_the_end_of_the_file_is_refused() {
+        let mf = MemoryFile::new(4 * PAGE_SIZE).unwrap();
+        mf.slice(Frame::from_number(3), 1, PAGE_SIZE as usize);
     }
 
     #[test]

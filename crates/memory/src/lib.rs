@@ -5,11 +5,15 @@
 //! sentry maps it once so it can reach any frame without a system call. The
 //! file is sparse: a frame costs host memory only once something touches it,
 //! and freed frames are punched out so the host gets the memory back.
+//! Its bytes are read and written only through [`guest`] slices, since the
+//! application may be storing to them at the same moment.
 
 mod file;
+pub mod guest;
 mod refcount;
 
 pub use file::{DEFAULT_RECYCLE_LIMIT, Invalidator, MemoryFile, MemoryStats};
+pub use guest::{GuestSlice, GuestSliceMut};
 
 /// Size of a frame and of a page.
 pub const PAGE_SIZE: u64 = 4096;

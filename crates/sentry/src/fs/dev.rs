@@ -1,8 +1,9 @@
 //! /dev: the devices the sentry serves itself. Nothing here reaches a host
 //! device.
 
-use std::io::{IoSlice, IoSliceMut};
 use std::sync::Arc;
+
+use memory::{GuestSlice, GuestSliceMut};
 
 use super::synthetic::{DeviceNode, SynthDir, SynthSymlink};
 use super::{FileOps, FsError, Inode, OpenFile, Stat, makedev};
@@ -26,16 +27,16 @@ struct MemDeviceFile {
 }
 
 impl FileOps for MemDeviceFile {
-    fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, _: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         let mut n = 0;
-        for b in bufs.iter_mut() {
+        for b in bufs {
             match self.kind {
                 MemDevice::Null => return Ok(0),
                 MemDevice::Zero | MemDevice::Full => b.fill(0),
                 MemDevice::Random => {
                     let mut done = 0;
                     while done < b.len() {
-                        done += rustix::rand::getrandom(&mut b[done..], rustix::rand::GetRandomFlags::empty())?;
+                        done += memory::guest::getrandom(b.subslice(done, b.len() - done))?;
                     }
                 }
             }
@@ -44,7 +45,7 @@ impl FileOps for MemDeviceFile {
         Ok(n)
     }
 
-    fn write(&self, _: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+    fn write(&self, _: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         if self.kind == MemDevice::Full {
             return Err(FsError::Host(crate::errno::Errno::ENOSPC));
         }

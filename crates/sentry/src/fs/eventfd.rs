@@ -2,8 +2,9 @@
 //! wake-ups between threads and processes (libuv and Go's runtime poller
 //! use one each).
 
-use std::io::{IoSlice, IoSliceMut};
 use std::sync::Mutex;
+
+use memory::{GuestSlice, GuestSliceMut};
 
 use super::{FileOps, FsError, OpenFile, OpenFlags, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM, Stat};
 use crate::task::{WaitQueue, block_on};
@@ -26,12 +27,12 @@ impl EventFd {
 }
 
 /// The 8 bytes of a counter value out of buffers holding at least 8.
-fn gather(bufs: &[IoSlice<'_>]) -> Option<u64> {
+fn gather(bufs: &[GuestSlice<'_>]) -> Option<u64> {
     let mut b = [0u8; 8];
     let mut n = 0;
     for s in bufs {
         let take = (8 - n).min(s.len());
-        b[n..n + take].copy_from_slice(&s[..take]);
+        s.copy_to(&mut b[n..n + take]);
         n += take;
         if n == 8 {
             return Some(u64::from_ne_bytes(b));
@@ -40,12 +41,12 @@ fn gather(bufs: &[IoSlice<'_>]) -> Option<u64> {
     None
 }
 
-fn scatter(bufs: &mut [IoSliceMut<'_>], v: u64) {
+fn scatter(bufs: &[GuestSliceMut<'_>], v: u64) {
     let b = v.to_ne_bytes();
     let mut n = 0;
-    for s in bufs.iter_mut() {
+    for s in bufs {
         let put = (8 - n).min(s.len());
-        s[..put].copy_from_slice(&b[n..n + put]);
+        s.copy_from(&b[n..n + put]);
         n += put;
         if n == 8 {
             return;
@@ -54,7 +55,7 @@ fn scatter(bufs: &mut [IoSliceMut<'_>], v: u64) {
 }
 
 impl FileOps for EventFd {
-    fn read(&self, file: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         if bufs.iter().map(|b| b.len()).sum::<usize>() < 8 {
             return Err(FsError::Invalid);
         }
@@ -77,7 +78,7 @@ impl FileOps for EventFd {
         Ok(8)
     }
 
-    fn write(&self, file: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         let v = gather(bufs).ok_or(FsError::Invalid)?;
         if v == u64::MAX {
             return Err(FsError::Invalid);
@@ -128,11 +129,11 @@ mod tests {
     fn counter_values_cross_buffer_boundaries() {
         let v = 0x0102_0304_0506_0708u64;
         let bytes = v.to_ne_bytes();
-        let bufs = [IoSlice::new(&bytes[..3]), IoSlice::new(&bytes[3..])];
+        let bufs = [GuestSlice::from(&bytes[..3]), GuestSlice::from(&bytes[3..])];
         assert_eq!(gather(&bufs), Some(v));
-        assert_eq!(gather(&[IoSlice::new(&bytes[..7])]), None);
+        assert_eq!(gather(&[GuestSlice::from(&bytes[..7])]), None);
         let (mut a, mut b) = ([0u8; 5], [0u8; 5]);
-        scatter(&mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], v);
+        scatter(&[GuestSliceMut::from(&mut a[..]), GuestSliceMut::from(&mut b[..])], v);
         assert_eq!([&a[..], &b[..3]].concat(), bytes);
     }
 }

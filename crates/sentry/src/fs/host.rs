@@ -9,12 +9,11 @@
 //! mounted somewhere under the root) are refused.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 
-use memory::{Frame, MemoryFile, PAGE_SIZE};
+use memory::{Frame, GuestSliceMut, MemoryFile, PAGE_SIZE};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags};
 
 use super::{
@@ -272,7 +271,7 @@ impl FileOps for PathFile {
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.stat)
     }
-    fn read(&self, _: &OpenFile, _: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, _: &OpenFile, _: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         Err(FsError::BadFd)
     }
 }
@@ -284,9 +283,9 @@ struct HostFile {
 }
 
 impl FileOps for HostFile {
-    fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+    fn read(&self, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
         loop {
-            match rustix::io::preadv(&self.fd, bufs, offset) {
+            match memory::guest::preadv(self.fd.as_fd(), bufs, offset) {
                 Err(rustix::io::Errno::INTR) => continue,
                 r => return Ok(r?),
             }
@@ -360,12 +359,11 @@ impl Mappable for PageCache {
             return Ok(Some(*f));
         }
         let f = self.mf.allocate().map_err(|_| FsError::Host(Errno::ENOMEM))?;
-        // SAFETY: the frame was just allocated for this cache and is not yet
-        // visible to anyone else.
-        let buf = unsafe { std::slice::from_raw_parts_mut(self.mf.frame_ptr(f), PAGE_SIZE as usize) };
+        let buf = self.mf.frame(f);
         let mut done = 0;
         while done < buf.len() {
-            match rustix::io::pread(&self.fd, &mut buf[done..], index * PAGE_SIZE + done as u64) {
+            let rest = buf.subslice(done, buf.len() - done);
+            match memory::guest::preadv(self.fd.as_fd(), &[rest], index * PAGE_SIZE + done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(rustix::io::Errno::INTR) => continue,
@@ -437,25 +435,18 @@ impl PageCache {
     /// read where the host allows; bytes past the end of the file are zero.
     fn read_pages(&self, index: u64, frames: &[Frame]) -> Result<(), FsError> {
         self.mf.populate(frames);
-        let mut bufs: Vec<IoSliceMut<'_>> = frames
-            .iter()
-            .map(|f| {
-                // SAFETY: the frames were just allocated for this cache and
-                // are not yet visible to anyone else; each is one page of
-                // the memory file's mapping.
-                IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(self.mf.frame_ptr(*f), PAGE_SIZE as usize) })
-            })
-            .collect();
+        let mut bufs: Vec<GuestSliceMut<'_>> = frames.iter().map(|f| self.mf.frame(*f)).collect();
         let total = frames.len() as u64 * PAGE_SIZE;
         let mut done = 0u64;
-        let mut slices = &mut bufs[..];
         while done < total {
-            match rustix::io::preadv(&self.fd, slices, index * PAGE_SIZE + done) {
+            // The frames are whole pages: what came so far fills
+            // done / PAGE_SIZE of them and part of the next.
+            let first = (done / PAGE_SIZE) as usize;
+            let part = (done % PAGE_SIZE) as usize;
+            bufs[first] = self.mf.slice(frames[first], part, PAGE_SIZE as usize - part);
+            match memory::guest::preadv(self.fd.as_fd(), &bufs[first..], index * PAGE_SIZE + done) {
                 Ok(0) => break,
-                Ok(n) => {
-                    done += n as u64;
-                    IoSliceMut::advance_slices(&mut slices, n);
-                }
+                Ok(n) => done += n as u64,
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             }

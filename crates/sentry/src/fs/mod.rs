@@ -17,13 +17,12 @@ pub mod proc;
 pub mod stdio;
 pub mod synthetic;
 
-use std::io::{IoSlice, IoSliceMut};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bitflags::bitflags;
 use linux_raw_sys::general as g;
-use memory::Frame;
+use memory::{Frame, GuestSlice, GuestSliceMut};
 
 pub use dentry::{Dentry, Mount};
 pub use path::{Lookup, Resolver};
@@ -448,12 +447,13 @@ pub fn check_mode(st: &Stat, mode: u32) -> Result<(), FsError> {
 
 /// How an open file behaves.
 pub trait FileOps: Send + Sync {
-    /// Reads at `offset` into `bufs`.
-    fn read(&self, _file: &OpenFile, _bufs: &mut [IoSliceMut<'_>], _offset: u64) -> Result<usize, FsError> {
+    /// Reads at `offset` into `bufs` (application memory, or a sentry
+    /// buffer standing in for it).
+    fn read(&self, _file: &OpenFile, _bufs: &[GuestSliceMut<'_>], _offset: u64) -> Result<usize, FsError> {
         Err(FsError::Invalid)
     }
     /// Writes `bufs` at `offset`.
-    fn write(&self, _file: &OpenFile, _bufs: &[IoSlice<'_>], _offset: u64) -> Result<usize, FsError> {
+    fn write(&self, _file: &OpenFile, _bufs: &[GuestSlice<'_>], _offset: u64) -> Result<usize, FsError> {
         Err(FsError::Invalid)
     }
     /// Metadata of the open object.

@@ -10,9 +10,10 @@
 //! SIGPIPE).
 
 use std::collections::VecDeque;
-use std::io::{IoSlice, IoSliceMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use memory::{GuestSlice, GuestSliceMut};
 
 use super::synthetic::next_ino;
 use super::{
@@ -56,14 +57,14 @@ impl State {
     }
 
     /// Moves up to what `bufs` hold out of the pipe; returns the count.
-    fn take(&mut self, bufs: &mut [IoSliceMut<'_>]) -> usize {
+    fn take(&mut self, bufs: &[GuestSliceMut<'_>]) -> usize {
         let mut n = 0;
-        for dst in bufs.iter_mut() {
+        for dst in bufs {
             let mut at = 0;
             while at < dst.len() {
                 let Some(b) = self.bufs.front_mut() else { break };
                 let k = (dst.len() - at).min(b.bytes.len() - b.read);
-                dst[at..at + k].copy_from_slice(&b.bytes[b.read..b.read + k]);
+                dst.subslice(at, k).copy_from(&b.bytes[b.read..b.read + k]);
                 b.read += k;
                 at += k;
                 if b.read == b.bytes.len() {
@@ -212,7 +213,7 @@ impl Pipe {
         }
     }
 
-    fn read(&self, file: &OpenFile, bufs: &mut [IoSliceMut<'_>]) -> Result<usize, FsError> {
+    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>]) -> Result<usize, FsError> {
         let want: usize = bufs.iter().map(|b| b.len()).sum();
         if want == 0 {
             return Ok(0);
@@ -250,8 +251,11 @@ impl Pipe {
         }
     }
 
-    fn write(&self, file: &OpenFile, bufs: &[IoSlice<'_>]) -> Result<usize, FsError> {
-        let data: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<usize, FsError> {
+        let mut data = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+        for b in bufs {
+            b.append_to(&mut data);
+        }
         if data.is_empty() {
             return Ok(0);
         }
@@ -341,7 +345,7 @@ impl Drop for WriteEnd {
 }
 
 impl FileOps for ReadEnd {
-    fn read(&self, file: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         self.pipe.read(file, bufs)
     }
     fn stat(&self) -> Result<Stat, FsError> {
@@ -362,7 +366,7 @@ impl FileOps for ReadEnd {
 }
 
 impl FileOps for WriteEnd {
-    fn write(&self, file: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         self.pipe.write(file, bufs)
     }
     fn stat(&self) -> Result<Stat, FsError> {
@@ -397,10 +401,10 @@ impl Drop for BothEnds {
 }
 
 impl FileOps for BothEnds {
-    fn read(&self, file: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         self.pipe.read(file, bufs)
     }
-    fn write(&self, file: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         self.pipe.write(file, bufs)
     }
     fn stat(&self) -> Result<Stat, FsError> {

@@ -4,9 +4,9 @@
 //! reads and writes go to the host object (a terminal, a pipe, a file), and
 //! so does the offset, which the caller's shell may share.
 
-use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use memory::{GuestSlice, GuestSliceMut};
 use rustix::event::{PollFd, PollFlags};
 
 use linux_raw_sys::general as g;
@@ -56,10 +56,10 @@ impl HostStream {
 }
 
 impl FileOps for HostStream {
-    fn read(&self, file: &OpenFile, bufs: &mut [IoSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         self.wait_ready(PollFlags::IN, file.flags().contains(OpenFlags::NONBLOCK))?;
         loop {
-            match rustix::io::readv(&self.fd, bufs) {
+            match memory::guest::readv(self.fd.as_fd(), bufs) {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(rustix::io::Errno::AGAIN) => return Err(FsError::WouldBlock),
                 r => return Ok(r?),
@@ -67,10 +67,10 @@ impl FileOps for HostStream {
         }
     }
 
-    fn write(&self, file: &OpenFile, bufs: &[IoSlice<'_>], _: u64) -> Result<usize, FsError> {
+    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         self.wait_ready(PollFlags::OUT, file.flags().contains(OpenFlags::NONBLOCK))?;
         loop {
-            match rustix::io::writev(&self.fd, bufs) {
+            match memory::guest::writev(self.fd.as_fd(), bufs) {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(rustix::io::Errno::PIPE) => return Err(FsError::BrokenPipe),
                 Err(rustix::io::Errno::AGAIN) => return Err(FsError::WouldBlock),

@@ -2,9 +2,10 @@
 //! directories listing a fixed or computed set of children, files whose
 //! contents are generated when opened, and symlinks.
 
-use std::io::IoSliceMut;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+
+use memory::GuestSliceMut;
 
 use super::{Dentry, FileOps, FileType, FsError, Inode, OpenFile, OpenFlags, Stat, StatFs, Timespec};
 
@@ -200,15 +201,15 @@ struct Snapshot {
 }
 
 impl FileOps for Snapshot {
-    fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+    fn read(&self, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
         let mut off = offset as usize;
         let mut n = 0;
-        for b in bufs.iter_mut() {
+        for b in bufs {
             if off >= self.data.len() {
                 break;
             }
             let k = b.len().min(self.data.len() - off);
-            b[..k].copy_from_slice(&self.data[off..off + k]);
+            b.copy_from(&self.data[off..off + k]);
             off += k;
             n += k;
         }

@@ -194,8 +194,9 @@ pub fn map_image(mm: &MemoryManager, file: &OpenFile, info: &ElfInfo, main: bool
 
 #[cfg(test)]
 mod tests {
-    use std::io::IoSliceMut;
     use std::sync::Arc;
+
+    use memory::GuestSliceMut;
 
     use super::*;
     use crate::fs::{FsError, OpenFlags, Stat};
@@ -204,12 +205,12 @@ mod tests {
     struct MemFile(Vec<u8>);
 
     impl FileOps for MemFile {
-        fn read(&self, _: &OpenFile, bufs: &mut [IoSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+        fn read(&self, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
             let mut at = (offset as usize).min(self.0.len());
             let mut n = 0;
-            for b in bufs.iter_mut() {
+            for b in bufs {
                 let k = b.len().min(self.0.len() - at);
-                b[..k].copy_from_slice(&self.0[at..at + k]);
+                b.copy_from(&self.0[at..at + k]);
                 at += k;
                 n += k;
             }

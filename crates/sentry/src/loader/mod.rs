@@ -68,7 +68,7 @@ pub fn read_at(file: &dyn FileOps, of: &OpenFile, offset: u64, len: usize) -> Re
     let mut buf = vec![0u8; len];
     let mut done = 0;
     while done < len {
-        let n = file.read(of, &mut [std::io::IoSliceMut::new(&mut buf[done..])], offset + done as u64)?;
+        let n = file.read(of, &[memory::GuestSliceMut::from(&mut buf[done..])], offset + done as u64)?;
         if n == 0 {
             break;
         }

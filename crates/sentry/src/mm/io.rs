@@ -1,11 +1,12 @@
 //! The sentry's access to application memory. Every access goes through the
 //! VMAs and the page map, so a bad pointer is an error, never a crash, and
 //! pages are faulted in as the application itself would have faulted them.
+//! The bytes themselves move only through [`memory::guest`] slices: other
+//! threads of the application may be writing them at the same moment.
 
-use std::io::{IoSlice, IoSliceMut};
 use std::sync::Arc;
 
-use memory::{Frame, MemoryFile};
+use memory::{Frame, GuestSlice, GuestSliceMut, MemoryFile};
 use platform::Access;
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
@@ -31,28 +32,14 @@ impl Pinned {
         self.len == 0
     }
 
-    /// The memory as host I/O slices, for writing out of it.
-    pub fn io_slices(&self) -> Vec<IoSlice<'_>> {
-        self.pieces
-            .iter()
-            .map(|&(f, off, len)| {
-                // SAFETY: the frames are pinned (referenced) for the lifetime
-                // of self, and the range lies inside the frame run.
-                IoSlice::new(unsafe { std::slice::from_raw_parts(self.mf.frame_ptr(f).add(off), len) })
-            })
-            .collect()
+    /// The memory, for writing out of it.
+    pub fn slices(&self) -> Vec<GuestSlice<'_>> {
+        self.pieces.iter().map(|&(f, off, len)| self.mf.slice(f, off, len).as_read_only()).collect()
     }
 
-    /// The memory as host I/O slices, for reading into it.
-    pub fn io_slices_mut(&mut self) -> Vec<IoSliceMut<'_>> {
-        self.pieces
-            .iter()
-            .map(|&(f, off, len)| {
-                // SAFETY: as above; the app may race on its own memory, which
-                // is its business and cannot harm the sentry (plain bytes).
-                IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(self.mf.frame_ptr(f).add(off), len) })
-            })
-            .collect()
+    /// The memory, for reading into it.
+    pub fn slices_mut(&mut self) -> Vec<GuestSliceMut<'_>> {
+        self.pieces.iter().map(|&(f, off, len)| self.mf.slice(f, off, len)).collect()
     }
 
     /// Copies bytes in, starting at `offset` into the pinned range.
@@ -66,8 +53,7 @@ impl Pinned {
                 continue;
             }
             let n = (len - offset).min(data.len());
-            // SAFETY: in bounds of a pinned frame run.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.mf.frame_ptr(f).add(off + offset), n) };
+            self.mf.slice(f, off + offset, n).copy_from(&data[..n]);
             data = &data[n..];
             offset = 0;
         }
@@ -76,8 +62,8 @@ impl Pinned {
     /// Copies the pinned bytes out.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len);
-        for s in self.io_slices() {
-            v.extend_from_slice(&s);
+        for s in self.slices() {
+            s.append_to(&mut v);
         }
         v
     }
@@ -165,9 +151,8 @@ impl MemoryManager {
 
     /// Zero-fills application memory.
     pub fn zero(&self, addr: u64, len: usize) -> Result<(), MmError> {
-        let zeros = [0u8; PAGE as usize];
         self.with_pieces(addr, len, Access { write: true, ..Access::READ }, |f, off, n| {
-            self.mf.write(f, off, &zeros[..n]);
+            self.mf.slice(f, off, n).fill(0);
         })
     }
 

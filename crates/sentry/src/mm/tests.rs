@@ -106,6 +106,29 @@ fn copies_round_trip_across_pages() {
 }
 
 #[test]
+fn pinned_slices_cover_the_range_across_pages() {
+    let (_, _, mm) = setup();
+    let a = anon(&mm, 0, 3 * 4096, RW);
+    let data: Vec<u8> = (0..6000u32).map(|i| (i % 253) as u8).collect();
+    let mut p = mm.pin(a + 4000, data.len(), true).unwrap();
+    assert_eq!(p.len(), data.len());
+    let slices = p.slices_mut();
+    assert_eq!(slices.iter().map(|s| s.len()).sum::<usize>(), data.len());
+    let mut at = 0;
+    for s in &slices {
+        at += s.copy_from(&data[at..]);
+    }
+    let mut back = vec![0u8; data.len()];
+    mm.copy_in(a + 4000, &mut back).unwrap();
+    assert_eq!(back, data, "stores through the slices land in the application's pages");
+    mm.copy_out(a + 4096, b"through copy_out").unwrap();
+    assert_eq!(&p.to_vec()[96..112], b"through copy_out", "and the slices see its stores");
+    mm.zero(a + 4000, 200).unwrap();
+    assert!(p.slices()[0].subslice(0, 96).to_vec().iter().all(|b| *b == 0));
+    assert!(mm.pin(a, 0, true).unwrap().slices().is_empty(), "an empty range has no slices");
+}
+
+#[test]
 fn copy_out_respects_protection() {
     let (_, _, mm) = setup();
     let a = anon(&mm, 0, 4096, R);

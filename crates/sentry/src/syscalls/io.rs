@@ -1,10 +1,10 @@
 //! Reading and writing: data moves between files and pinned application
 //! memory without an intermediate copy.
 
-use std::io::{IoSlice, IoSliceMut};
 use std::sync::Arc;
 
 use linux_raw_sys::general as g;
+use memory::{GuestSlice, GuestSliceMut};
 
 use super::{SysError, SysResult, file};
 use crate::errno::Errno;
@@ -33,7 +33,7 @@ fn check_writable(f: &OpenFile) -> Result<(), SysError> {
 
 /// Reads into pinned buffers at the file's offset or at `pos`.
 fn read_into(f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usize, SysError> {
-    let mut slices: Vec<IoSliceMut> = bufs.iter_mut().flat_map(|p| p.io_slices_mut()).collect();
+    let slices: Vec<GuestSliceMut> = bufs.iter_mut().flat_map(|p| p.slices_mut()).collect();
     if slices.is_empty() {
         return Ok(0);
     }
@@ -41,24 +41,24 @@ fn read_into(f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usiz
         if !f.ops.seekable() {
             return Err(Errno::ESPIPE.into());
         }
-        return Ok(f.ops.read(f, &mut slices, p)?);
+        return Ok(f.ops.read(f, &slices, p)?);
     }
     if f.ops.ignores_offset() {
-        Ok(f.ops.read(f, &mut slices, 0)?)
+        Ok(f.ops.read(f, &slices, 0)?)
     } else if f.ops.seekable() {
         let mut off = f.offset.lock().unwrap();
-        let n = f.ops.read(f, &mut slices, *off)?;
+        let n = f.ops.read(f, &slices, *off)?;
         *off += n as u64;
         Ok(n)
     } else {
-        Ok(f.ops.read(f, &mut slices, 0)?)
+        Ok(f.ops.read(f, &slices, 0)?)
     }
 }
 
 /// Writes pinned buffers at the file's offset (or its end with O_APPEND),
 /// or at `pos`.
 fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) -> Result<usize, SysError> {
-    let slices: Vec<IoSlice> = bufs.iter().flat_map(|p| p.io_slices()).collect();
+    let slices: Vec<GuestSlice> = bufs.iter().flat_map(|p| p.slices()).collect();
     if slices.is_empty() {
         return Ok(0);
     }
@@ -254,16 +254,16 @@ fn copy_between(
     while done < count {
         let want = (count - done).min(buf.len());
         let n = {
-            let mut s = [IoSliceMut::new(&mut buf[..want])];
+            let s = [GuestSliceMut::from(&mut buf[..want])];
             match pos {
-                Some(p) => input.ops.read(input, &mut s, p)?,
+                Some(p) => input.ops.read(input, &s, p)?,
                 None if input.ops.seekable() => {
                     let mut off = input.offset.lock().unwrap();
-                    let n = input.ops.read(input, &mut s, *off)?;
+                    let n = input.ops.read(input, &s, *off)?;
                     *off += n as u64;
                     n
                 }
-                None => input.ops.read(input, &mut s, 0)?,
+                None => input.ops.read(input, &s, 0)?,
             }
         };
         if n == 0 {
@@ -271,7 +271,7 @@ fn copy_between(
         }
         let mut written = 0;
         while written < n {
-            let s = [IoSlice::new(&buf[written..n])];
+            let s = [GuestSlice::from(&buf[written..n])];
             let r = if output.ops.seekable() {
                 let mut off = output.offset.lock().unwrap();
                 let w = output.ops.write(output, &s, *off);
