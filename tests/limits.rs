@@ -7,7 +7,7 @@ use std::io::Read;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{VARIANTS, c_program, cordon, spawn_cordon_with};
+use common::{VARIANTS, c_program, c_test, cordon, spawn_cordon_with};
 
 /// Far more than any of these runs takes: reaching it means a hang.
 const HANG: Duration = Duration::from_secs(120);
@@ -86,4 +86,13 @@ fn a_bad_pids_limit_is_a_usage_error() {
         assert_eq!(err.lines().count(), 1, "--pids-limit {bad:?}: one line expected:\n{err}");
         assert!(err.contains("--pids-limit"), "--pids-limit {bad:?}: the message names the option:\n{err}");
     }
+}
+
+/// RLIMIT_NOFILE as Linux enforces it, for every call that makes a
+/// descriptor, and setrlimit/prlimit's own rules; the native run is the
+/// reference.
+#[test]
+fn open_file_limit() {
+    require_kvm!();
+    c_test("nofile", &[]);
 }
