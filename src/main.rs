@@ -55,6 +55,10 @@ struct RunArgs {
     /// host CPU); other runnable threads take turns.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     cpus: Option<u32>,
+    /// Most tasks (threads and processes) alive in the sandbox at once;
+    /// fork and clone past it fail with EAGAIN (default: unlimited).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
+    pids_limit: Option<u32>,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     command: Vec<OsString>,
@@ -119,6 +123,7 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         strace: args.strace,
         memory: args.memory.unwrap_or_else(host_memory),
         cpus: args.cpus,
+        pids_limit: args.pids_limit,
         profile: args.profile.is_some(),
         test_panic_syscall: std::env::var_os(TEST_PANIC_VAR).is_some_and(|v| v == "1"),
     })

@@ -39,6 +39,9 @@ pub struct SandboxConfig {
     /// vCPUs application code runs on at once (None: the platform's
     /// default).
     pub cpus: Option<u32>,
+    /// Tasks (threads and processes) alive at once; a clone past it fails
+    /// with EAGAIN. None: no limit.
+    pub pids_limit: Option<u32>,
     /// Measure where time goes and report it at exit.
     pub profile: bool,
     /// For cordon's own tests: make a bug in the sentry on demand (see
@@ -152,6 +155,7 @@ impl Sandbox {
             kernel.stats.enable();
             kernel.platform.enable_timing();
         }
+        kernel.procs.lock().unwrap().set_pids_limit(config.pids_limit.map(|n| n as usize));
         let resources_at_start = Resources::now(&kernel);
         let init = Self::first_task(&kernel, config)?;
         Ok(Sandbox { kernel, init, profile: config.profile, resources_at_start })

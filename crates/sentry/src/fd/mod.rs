@@ -13,8 +13,6 @@ pub enum FdError {
     BadFd,
     #[error("too many open files")]
     TooMany,
-    #[error("invalid descriptor number")]
-    Invalid,
 }
 
 /// One descriptor.
@@ -72,7 +70,7 @@ impl FdTable {
     pub fn install(&self, file: Arc<OpenFile>, cloexec: bool, min: u32) -> Result<i32, FdError> {
         let limit = self.limit();
         if min >= limit {
-            return Err(FdError::Invalid);
+            return Err(FdError::TooMany);
         }
         let mut t = self.table.lock().unwrap();
         let fd = match t.holes.range(min..).next().copied() {
@@ -225,7 +223,7 @@ mod tests {
         assert!(t.install_at(5, a, false).unwrap().is_none());
         assert_eq!(t.install(file(), false, 0).unwrap(), 1, "holes below a dup2 target are free");
         assert_eq!(t.install_at(8, file(), false).err(), Some(FdError::BadFd));
-        assert_eq!(t.install(file(), false, 8).unwrap_err(), FdError::Invalid);
+        assert_eq!(t.install(file(), false, 8).unwrap_err(), FdError::TooMany);
         for _ in 0..5 {
             let _ = t.install(file(), false, 0);
         }

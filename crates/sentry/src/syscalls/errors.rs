@@ -80,7 +80,6 @@ impl From<FdError> for Errno {
         match e {
             FdError::BadFd => Errno::EBADF,
             FdError::TooMany => Errno::EMFILE,
-            FdError::Invalid => Errno::EINVAL,
         }
     }
 }

@@ -339,7 +339,12 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
     match a[1] as u32 {
         g::F_DUPFD | g::F_DUPFD_CLOEXEC => {
             let f = file(task, a[0])?;
-            let min = u32::try_from(arg as i64).map_err(|_| Errno::EINVAL)?;
+            // The minimum is an int taken as unsigned, as Linux's f_dupfd
+            // does: a negative one is past any limit.
+            let min = arg as u32;
+            if min >= task.files.limit() {
+                return Err(Errno::EINVAL.into());
+            }
             Ok(task.files.install(f, a[1] as u32 == g::F_DUPFD_CLOEXEC, min)? as u64)
         }
         g::F_GETFD => Ok(u64::from(task.files.entry(fd)?.cloexec)),

@@ -12,8 +12,8 @@ use crate::signal::SigFields;
 use crate::task::creds::{Creds, Ids};
 use crate::task::pidfd::PidFd;
 use crate::task::{
-    CloneArgs, ExitKind, ExitStatus, RLIM_INFINITY, Rlimit, Task, WaitFor, WaitOptions, WaitOutcome, clone_task,
-    wait_child,
+    CloneArgs, ExitKind, ExitStatus, ProcessView, Rlimit, Task, ThreadGroup, WaitFor, WaitOptions, WaitOutcome,
+    clone_task, wait_child,
 };
 
 /// Most arguments or environment entries accepted by execve.
@@ -583,41 +583,100 @@ fn rlimit_out(task: &Task, addr: u64, r: Rlimit) -> Result<(), SysError> {
     Ok(())
 }
 
-fn set_rlimit(task: &mut Task, resource: u32, new: Rlimit) -> Result<(), SysError> {
+/// Most descriptors a process may have (fs.nr_open): RLIMIT_NOFILE's hard
+/// limit may not go above it, whatever the privilege.
+const NR_OPEN: u64 = 1 << 20;
+
+/// The process whose limits an rlimit call reads or changes.
+enum LimitTarget {
+    /// The caller's process: its descriptor table and address space are
+    /// the calling thread's.
+    Caller,
+    /// Another process (prlimit with its pid), through what it holds.
+    Other(Arc<ThreadGroup>, Option<ProcessView>),
+}
+
+impl LimitTarget {
+    fn group<'a>(&'a self, task: &'a Task) -> &'a Arc<ThreadGroup> {
+        match self {
+            LimitTarget::Caller => &task.tg,
+            LimitTarget::Other(tg, _) => tg,
+        }
+    }
+}
+
+/// The process `pid` names for prlimit (0: the caller's), if the caller
+/// may act on it: its own, one whose real, effective and saved ids all are
+/// the caller's real ones, or any for a privileged caller
+/// (CAP_SYS_RESOURCE).
+fn limit_target(task: &Task, pid: i32) -> Result<LimitTarget, Errno> {
+    if pid == 0 {
+        return Ok(LimitTarget::Caller);
+    }
+    let thread = task.kernel.procs.lock().unwrap().thread(pid).ok_or(Errno::ESRCH)?;
+    let tg = thread.tg.clone();
+    if Arc::ptr_eq(&tg, &task.tg) {
+        return Ok(LimitTarget::Caller);
+    }
+    let me = creds(task);
+    let them = tg.creds.lock().unwrap().clone();
+    let same =
+        |mine: &Ids, theirs: &Ids| [theirs.real, theirs.effective, theirs.saved].iter().all(|&id| id == mine.real);
+    let permitted = (same(&me.uid, &them.uid) && same(&me.gid, &them.gid)) || me.may_exceed_limits();
+    if !permitted {
+        return Err(Errno::EPERM);
+    }
+    let view = tg.view.lock().unwrap().clone();
+    Ok(LimitTarget::Other(tg, view))
+}
+
+/// Changes one limit as Linux's do_prlimit does; returns the old value.
+fn set_rlimit(task: &Task, target: &LimitTarget, resource: u32, new: Rlimit) -> Result<Rlimit, SysError> {
     if new.cur > new.max {
         return Err(Errno::EINVAL.into());
     }
-    let mut l = task.tg.rlimits.lock().unwrap();
-    let old = l.0[resource as usize];
-    if new.max > old.max && !rustix::process::geteuid().is_root() {
+    if resource == g::RLIMIT_NOFILE && new.max > NR_OPEN {
         return Err(Errno::EPERM.into());
     }
-    if resource == g::RLIMIT_NOFILE && new.cur != RLIM_INFINITY && new.cur > 1 << 20 {
+    let tg = target.group(task);
+    let mut l = tg.rlimits.lock().unwrap();
+    let old = l.0[resource as usize];
+    if new.max > old.max && !creds(task).may_exceed_limits() {
         return Err(Errno::EPERM.into());
     }
     l.0[resource as usize] = new;
     drop(l);
+    let (files, mm) = match target {
+        LimitTarget::Caller => (Some(&task.files), Some(&task.mm)),
+        LimitTarget::Other(_, view) => (view.as_ref().map(|v| &v.files), view.as_ref().map(|v| &v.mm)),
+    };
     match resource {
-        g::RLIMIT_NOFILE => task.files.set_limit(new.cur.min(1 << 20) as u32),
-        g::RLIMIT_STACK => task.mm.set_stack_limit(new.cur),
+        g::RLIMIT_NOFILE => {
+            if let Some(f) = files {
+                f.set_limit(new.cur.min(NR_OPEN) as u32);
+            }
+        }
+        g::RLIMIT_STACK => {
+            if let Some(mm) = mm {
+                mm.set_stack_limit(new.cur);
+            }
+        }
         _ => {}
     }
-    Ok(())
+    Ok(old)
 }
 
 pub fn prlimit64(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (pid, resource) = (a[0] as i32, a[1] as u32);
-    if pid != 0 && pid != task.tg.tgid {
-        return Err(Errno::ESRCH.into());
-    }
+    let new = if a[2] != 0 { Some(rlimit_in(task, a[2])?) } else { None };
+    let target = limit_target(task, pid)?;
     if resource >= 16 {
         return Err(Errno::EINVAL.into());
     }
-    let old = task.tg.rlimit(resource);
-    if a[2] != 0 {
-        let new = rlimit_in(task, a[2])?;
-        set_rlimit(task, resource, new)?;
-    }
+    let old = match new {
+        Some(new) => set_rlimit(task, &target, resource, new)?,
+        None => target.group(task).rlimit(resource),
+    };
     if a[3] != 0 {
         rlimit_out(task, a[3], old)?;
     }
@@ -639,7 +698,7 @@ pub fn setrlimit(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL.into());
     }
     let new = rlimit_in(task, a[1])?;
-    set_rlimit(task, resource, new)?;
+    set_rlimit(task, &LimitTarget::Caller, resource, new)?;
     Ok(0)
 }
 

@@ -201,6 +201,9 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
             Some(Errno::ENOMEM)
         } else if parent.shared.is_killed() {
             Some(Errno::EINTR)
+        } else if tree.at_pids_limit() {
+            // As the pids cgroup refuses a fork past pids.max.
+            Some(Errno::EAGAIN)
         } else {
             None
         };

@@ -137,6 +137,19 @@ impl Creds {
     pub fn may_set_gid(&self) -> bool {
         self.uid.effective == 0
     }
+
+    /// May go past resource limits, such as raising a hard one
+    /// (CAP_SYS_RESOURCE): root, when the caller of the sandbox holds that
+    /// capability itself, since the sandbox grants nothing its caller
+    /// lacks.
+    pub fn may_exceed_limits(&self) -> bool {
+        static HOST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        self.uid.effective == 0
+            && *HOST.get_or_init(|| {
+                rustix::thread::capabilities(None)
+                    .is_ok_and(|c| c.effective.contains(rustix::thread::CapabilitySet::SYS_RESOURCE))
+            })
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub struct ProcessTree {
     sid: HashMap<i32, i32>,
     /// The sandbox is ending: no task may be added.
     closed: bool,
+    /// Most tasks alive at once (`--pids-limit`), None for no limit.
+    pids_limit: Option<usize>,
 }
 
 impl ProcessTree {
@@ -40,6 +42,26 @@ impl ProcessTree {
     /// True once the sandbox is ending and takes no new task.
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// Limits the tasks alive at once, as a pids cgroup's `pids.max` does.
+    pub fn set_pids_limit(&mut self, limit: Option<usize>) {
+        self.pids_limit = limit;
+    }
+
+    /// True if one more task would exceed the pids limit: the clone that
+    /// asks for it fails with EAGAIN.
+    pub fn at_pids_limit(&self) -> bool {
+        self.pids_limit.is_some_and(|max| self.task_count() >= max)
+    }
+
+    /// Tasks a pids cgroup would count: every live thread, and the leader
+    /// of each process whose leader thread is gone but which is not yet
+    /// reaped (a zombie, or a process whose leader exited before its other
+    /// threads), since Linux releases a leader only when it is reaped.
+    /// Linear in the processes; computed only when a limit is set.
+    pub fn task_count(&self) -> usize {
+        self.threads.len() + self.groups.keys().filter(|pid| !self.threads.contains_key(pid)).count()
     }
 
     pub fn add_thread(&mut self, t: &Arc<TaskShared>) {
