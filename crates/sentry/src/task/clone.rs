@@ -152,16 +152,18 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     if has(g::CLONE_CHILD_SETTID) {
         mm.write(args.child_tid, &(tid as u32)).map_err(|_| Errno::EFAULT)?;
     }
+    let mut pidfd = None;
     if has(g::CLONE_PIDFD) {
         // Installed before the child runs, so the parent has it whatever
         // the child does (a vfork child may exec, exit and be reaped before
         // the parent resumes); not in a table the child copied already.
-        let pidfd = OpenFile::new(Arc::new(PidFd { process: tg.clone() }), None, OpenFlags::RDWR);
-        let fd = parent.files.install(pidfd, true, 0).map_err(Errno::from)?;
+        let file = OpenFile::new(Arc::new(PidFd { process: tg.clone() }), None, OpenFlags::RDWR);
+        let fd = parent.files.install(file, true, 0).map_err(Errno::from)?;
         if parent.mm.write(args.pidfd, &fd).is_err() {
             let _ = parent.files.remove(fd);
             return Err(Errno::EFAULT);
         }
+        pidfd = Some(fd);
     }
     let vfork = has(g::CLONE_VFORK).then(|| Arc::new(VforkDone::default()));
     // A thread sharing the address space starts without the alternate
@@ -188,14 +190,29 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
 
     {
         let mut tree = kernel.procs.lock().unwrap();
-        if !has(g::CLONE_THREAD) {
+        // A task being killed (its process exiting, or SIGKILL) makes no
+        // new tasks. Checked under the lock its process's threads are
+        // killed under, so a new thread cannot slip past a group exit and
+        // keep the process alive; the caller exits instead of restarting.
+        let mut siblings = parent.tg.threads.lock().unwrap();
+        if parent.shared.is_killed() {
+            drop(siblings);
+            if let Some(fd) = pidfd {
+                let _ = parent.files.remove(fd);
+            }
+            return Err(Errno::ERESTARTNOINTR);
+        }
+        if has(g::CLONE_THREAD) {
+            siblings.push(shared.clone());
+        } else {
+            drop(siblings);
             let me = parent.tg.tgid;
             let parent_pid = if has(g::CLONE_PARENT) { tree.parent_of(me) } else { Some(me) };
             let pgid = tree.pgid_of(me).unwrap_or(me);
             let sid = tree.sid_of(me).unwrap_or(me);
             tree.add_process(&tg, parent_pid, pgid, sid);
+            tg.threads.lock().unwrap().push(shared.clone());
         }
-        tg.threads.lock().unwrap().push(shared.clone());
         tree.add_thread(&shared);
     }
     kernel.spawn_task_thread(tid, move || run_task(child));

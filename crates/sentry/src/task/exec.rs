@@ -12,13 +12,16 @@ impl Task {
     /// Ends every other thread of the process and waits until they are
     /// gone; the caller then takes the process's id if it did not have it.
     fn become_sole_thread(&mut self) {
-        let others: Vec<_> =
-            self.tg.threads.lock().unwrap().iter().filter(|t| !Arc::ptr_eq(t, &self.shared)).cloned().collect();
-        if others.is_empty() {
-            return;
-        }
-        for t in &others {
+        // Killed under the thread list's lock, as a group exit kills: a
+        // thread cloning meanwhile either is killed here or sees it is
+        // and makes no new thread.
+        let mut killed = false;
+        for t in self.tg.threads.lock().unwrap().iter().filter(|t| !Arc::ptr_eq(t, &self.shared)) {
             t.kill();
+            killed = true;
+        }
+        if !killed {
+            return;
         }
         let _r = self.tg.thread_events.register(&self.shared.waiter);
         while self.tg.threads.lock().unwrap().len() > 1 {
