@@ -1,8 +1,9 @@
 /* Wake-ups that must not be lost: a pipe's hang-up seen through epoll while
  * another thread waits, futex wakes with a count of 0 or less, waitid for
- * stops and continues only, and the end of a process while one of its
- * threads makes new ones. Each hangs, rather than fails, when the wake-up
- * is lost; the harness's kill timeout catches that. */
+ * stops and continues only, the end of a process while one of its threads
+ * makes new ones, and a thread whose nested signals overflow its alternate
+ * stack. Each hangs, rather than fails, when the wake-up (or the death) is
+ * lost; the harness's kill timeout catches that. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <limits.h>
@@ -191,6 +192,45 @@ static void test_exit_while_cloning(const char *self) {
     }
 }
 
+/* ---- nested signals running off the bottom of an alternate stack ---- */
+
+static char static_altstack[16384];
+
+static void raise_again(int sig) { raise(sig); }
+
+static void *overflow_altstack(void *arg) {
+    stack_t ss = {.ss_sp = arg, .ss_size = sizeof static_altstack};
+    sigaltstack(&ss, NULL);
+    raise(SIGUSR1);
+    return NULL;
+}
+
+/* A handler on the alternate stack that raises its own signal again (with
+ * SA_NODEFER) nests frames until one no longer fits: Linux then kills the
+ * process with SIGSEGV rather than write a frame below the stack, over the
+ * memory there (the heap, other data), and go on for ever. */
+static void test_altstack_overflow(void) {
+    for (int mode = 0; mode < 4; mode++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            struct sigaction sa = {.sa_handler = raise_again, .sa_flags = SA_ONSTACK | SA_NODEFER};
+            sigaction(SIGUSR1, &sa, NULL);
+            void *stack = mode & 1 ? static_altstack : malloc(sizeof static_altstack);
+            if (mode & 2) {
+                overflow_altstack(stack);
+            } else {
+                pthread_t t;
+                pthread_create(&t, NULL, overflow_altstack, stack);
+                pthread_join(t, NULL);
+            }
+            _exit(0);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "exit") == 0) return 3;
     test_epoll_hangup(1, 0);
@@ -199,5 +239,6 @@ int main(int argc, char **argv) {
     test_futex_wake_counts();
     test_waitid_without_wexited();
     test_exit_while_cloning(argv[0]);
+    test_altstack_overflow();
     return done();
 }
