@@ -1,11 +1,14 @@
 //! epoll: an interest list of (descriptor, open file) pairs and the
 //! readiness scan behind epoll_wait. Readiness comes from the files' own
-//! `poll`, wake-ups from their wait queues; the waiting itself is the
+//! `poll`; each entry forwards the wakes of its file's queue to the
+//! instance's own queue, where waiters sleep. The waiting itself is the
 //! syscall layer's.
 //!
-//! An entry holds its file weakly: like Linux, it goes away when the open
-//! file description is closed everywhere, and it outlives a close of one
-//! descriptor while a duplicate keeps the file open.
+//! An entry holds its file weakly, and a waiter holds none of them: like
+//! Linux, a file goes away when its open file description is closed
+//! everywhere, even while a thread waits on an epoll instance watching it
+//! (the other end of a pipe sees the hang-up), and an entry outlives a close
+//! of one descriptor while a duplicate keeps the file open.
 
 use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Unbounded};
@@ -15,6 +18,7 @@ use linux_raw_sys::general as g;
 
 use super::{FileOps, FsError, OpenFile, POLLIN, POLLRDNORM, Stat};
 use crate::task::WaitQueue;
+use crate::task::wait_queue::Forward;
 
 /// Flags that steer an entry rather than name events.
 const CONTROL: u32 = g::EPOLLET | g::EPOLLONESHOT | g::EPOLLWAKEUP | g::EPOLLEXCLUSIVE;
@@ -41,6 +45,9 @@ struct Entry {
     disabled: bool,
     /// EPOLLET: the file's queue generation when it was last reported.
     reported_at: Option<u64>,
+    /// Passes the file's wakes to the instance's waiters while the entry
+    /// lasts.
+    _forward: Option<Arc<Forward>>,
 }
 
 /// One event for epoll_wait to hand out.
@@ -61,8 +68,9 @@ struct State {
 #[derive(Default)]
 pub struct Epoll {
     state: Mutex<State>,
-    /// Woken when the interest list changes, so a wait sees new entries.
-    changed: WaitQueue,
+    /// Woken when a watched file's queue is, and when the interest list
+    /// changes, so a wait sees new entries.
+    queue: Arc<WaitQueue>,
 }
 
 impl Epoll {
@@ -71,10 +79,12 @@ impl Epoll {
         if st.entries.get(&key).is_some_and(|e| e.file.strong_count() > 0) {
             return Err(FsError::Exists);
         }
-        let entry = Entry { file: Arc::downgrade(file), events, data, disabled: false, reported_at: None };
+        let forward = file.ops.poll_queue().map(|q| Forward::new(q, self.queue.clone()));
+        let entry =
+            Entry { file: Arc::downgrade(file), events, data, disabled: false, reported_at: None, _forward: forward };
         st.entries.insert(key, entry);
         drop(st);
-        self.changed.notify_all();
+        self.queue.notify_all();
         Ok(())
     }
 
@@ -84,9 +94,12 @@ impl Epoll {
         if e.events & g::EPOLLEXCLUSIVE != 0 {
             return Err(FsError::Invalid);
         }
-        *e = Entry { file: e.file.clone(), events, data, disabled: false, reported_at: None };
+        e.events = events;
+        e.data = data;
+        e.disabled = false;
+        e.reported_at = None;
         drop(st);
-        self.changed.notify_all();
+        self.queue.notify_all();
         Ok(())
     }
 
@@ -98,22 +111,28 @@ impl Epoll {
         }
     }
 
-    /// The files being watched and the events asked of each, for a wait
-    /// to register on their queues and poll host descriptors for just
-    /// those events (polling a terminal for output when only input is
-    /// wanted would wake at once, every time).
-    pub fn watched(&self) -> Vec<(Arc<OpenFile>, u32)> {
+    /// The watched files that are host descriptors, and the events asked
+    /// of each, for a wait to poll in the host for just those events
+    /// (polling a terminal for output when only input is wanted would wake
+    /// at once, every time). The host poll holds these files, as poll(2)
+    /// holds its files; the sentry's own files wake the instance's queue
+    /// and are not held.
+    pub fn watched_host_files(&self) -> Vec<(Arc<OpenFile>, u32)> {
         let st = self.state.lock().unwrap();
         st.entries
             .values()
             .filter(|e| !e.disabled)
-            .filter_map(|e| Some((e.file.upgrade()?, e.events & !CONTROL)))
+            .filter_map(|e| {
+                let f = e.file.upgrade()?;
+                f.ops.host_fd().is_some().then_some((f, e.events & !CONTROL))
+            })
             .collect()
     }
 
-    /// The queue woken when the interest list changes.
-    pub fn changes(&self) -> &WaitQueue {
-        &self.changed
+    /// The queue a waiter sleeps on: woken by the watched files and by
+    /// changes of the interest list.
+    pub fn queue(&self) -> &WaitQueue {
+        &self.queue
     }
 
     /// Takes up to `max` events, applying EPOLLET and EPOLLONESHOT, and
@@ -192,6 +211,10 @@ impl FileOps for Epoll {
         if self.any_ready() { POLLIN | POLLRDNORM } else { 0 }
     }
 
+    fn poll_queue(&self) -> Option<&WaitQueue> {
+        Some(&self.queue)
+    }
+
     fn anon_name(&self) -> Option<&'static str> {
         Some("anon_inode:[eventpoll]")
     }
@@ -240,7 +263,25 @@ mod tests {
         assert_eq!(ep.add(key, &f, g::EPOLLIN, 7), Err(FsError::Exists));
         drop(f);
         assert!(ep.collect(8).is_empty());
-        assert!(ep.watched().is_empty());
+        assert!(ep.state.lock().unwrap().entries.is_empty());
+    }
+
+    #[test]
+    fn watched_files_wake_waiters_without_being_held() {
+        use crate::task::Waiter;
+        use std::time::{Duration, Instant};
+        let ep = Epoll::default();
+        let f = counter(0);
+        let key = Key::new(1, &f);
+        ep.add(key, &f, g::EPOLLIN, 1).unwrap();
+        assert_eq!(Arc::strong_count(&f), 1, "the interest list holds no file");
+        let w = Waiter::new();
+        let _r = ep.queue().register(&w);
+        f.ops.poll_queue().unwrap().notify_all();
+        assert!(w.sleep(Some(Instant::now())), "the file's wake reached the instance's waiter");
+        ep.remove(key).unwrap();
+        f.ops.poll_queue().unwrap().notify_all();
+        assert!(!w.sleep(Some(Instant::now() + Duration::from_millis(5))), "a removed file wakes nobody");
     }
 
     #[test]

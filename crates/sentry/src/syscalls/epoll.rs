@@ -107,13 +107,8 @@ fn wait(task: &mut Task, epfd: u64, events_addr: u64, max: u64, deadline: Option
     }
     let me = crate::task::current();
     let ready = loop {
-        let files = ep.watched();
-        let _registered: Vec<_> = files
-            .iter()
-            .filter_map(|(f, _)| f.ops.poll_queue())
-            .chain([ep.changes()])
-            .map(|q| q.register(&me.waiter))
-            .collect();
+        // Registered before the scan, so no wake-up between them is lost.
+        let _registered = ep.queue().register(&me.waiter);
         let ready = ep.collect(max as usize);
         if !ready.is_empty() || deadline.is_some_and(|d| Instant::now() >= d) {
             break ready;
@@ -121,6 +116,7 @@ fn wait(task: &mut Task, epfd: u64, events_addr: u64, max: u64, deadline: Option
         if me.interrupted() {
             return Err(Errno::EINTR.into());
         }
+        let files = ep.watched_host_files();
         let host: Vec<(BorrowedFd, u32)> =
             files.iter().filter_map(|(f, events)| f.ops.host_fd().map(|fd| (fd, *events))).collect();
         sleep_once(&me, &host, deadline);

@@ -31,6 +31,18 @@ pub fn absolute_deadline(clock: ClockId, at: Duration) -> Instant {
     Instant::now() + at.saturating_sub(now)
 }
 
+/// How many waiters a wake's count lets go: Linux counts a wake before
+/// comparing with the count (a signed int), so 0 and negative counts wake
+/// one waiter too.
+fn wake_count(n: u32) -> usize {
+    (n as i32).max(1) as usize
+}
+
+/// A requeue's counts are exact; negative ones are refused.
+fn requeue_count(n: u32) -> Result<usize, SysError> {
+    usize::try_from(n as i32).map_err(|_| Errno::EINVAL.into())
+}
+
 pub fn futex(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (uaddr, op, val, val2, uaddr2, val3) = (a[0], a[1] as u32, a[2] as u32, a[3], a[4], a[5] as u32);
     let private = op & g::FUTEX_PRIVATE_FLAG != 0;
@@ -66,21 +78,23 @@ pub fn futex(task: &mut Task, a: &[u64; 6]) -> SysResult {
                 Ok(0)
             }
         },
-        g::FUTEX_WAKE => Ok(f.wake(&mm, uaddr, private, val as usize, u32::MAX) as u64),
+        g::FUTEX_WAKE => Ok(f.wake(&mm, uaddr, private, wake_count(val), u32::MAX) as u64),
         g::FUTEX_WAKE_BITSET => {
             if val3 == 0 {
                 return Err(Errno::EINVAL.into());
             }
-            Ok(f.wake(&mm, uaddr, private, val as usize, val3) as u64)
+            Ok(f.wake(&mm, uaddr, private, wake_count(val), val3) as u64)
         }
         g::FUTEX_REQUEUE => {
-            Ok(f.requeue(&mm, uaddr, uaddr2, private, val as usize, val2 as u32 as usize, None)? as u64)
+            let (n_wake, n_move) = (requeue_count(val)?, requeue_count(val2 as u32)?);
+            Ok(f.requeue(&mm, uaddr, uaddr2, private, n_wake, n_move, None)? as u64)
         }
         g::FUTEX_CMP_REQUEUE => {
-            Ok(f.requeue(&mm, uaddr, uaddr2, private, val as usize, val2 as u32 as usize, Some(val3))? as u64)
+            let (n_wake, n_move) = (requeue_count(val)?, requeue_count(val2 as u32)?);
+            Ok(f.requeue(&mm, uaddr, uaddr2, private, n_wake, n_move, Some(val3))? as u64)
         }
         g::FUTEX_WAKE_OP => {
-            Ok(f.wake_op(&mm, uaddr, uaddr2, private, val as usize, val2 as u32 as usize, val3)? as u64)
+            Ok(f.wake_op(&mm, uaddr, uaddr2, private, wake_count(val), wake_count(val2 as u32), val3)? as u64)
         }
         g::FUTEX_LOCK_PI => {
             let deadline = absolute(task, ClockId::Realtime)?;

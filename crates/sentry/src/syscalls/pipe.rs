@@ -94,16 +94,16 @@ fn poll_files(task: &Task, items: &mut [Polled], deadline: Option<Instant>) -> R
     }
 }
 
-/// What can make polled files ready: the files themselves, and for an
-/// epoll descriptor the files it watches and its interest list.
-struct WakeSources<'a> {
+/// What can make polled files ready: the files themselves (an epoll
+/// descriptor's queue hears of the sentry's files it watches), and for an
+/// epoll descriptor the host descriptors it watches.
+struct WakeSources {
     files: Vec<(Arc<OpenFile>, u32)>,
-    epolls: Vec<&'a crate::fs::epoll::Epoll>,
 }
 
-impl WakeSources<'_> {
+impl WakeSources {
     fn queues(&self) -> impl Iterator<Item = &crate::task::WaitQueue> {
-        self.files.iter().filter_map(|(f, _)| f.ops.poll_queue()).chain(self.epolls.iter().map(|e| e.changes()))
+        self.files.iter().filter_map(|(f, _)| f.ops.poll_queue())
     }
 
     fn host_fds(&self) -> Vec<(BorrowedFd<'_>, u32)> {
@@ -111,16 +111,14 @@ impl WakeSources<'_> {
     }
 }
 
-fn wake_sources(polled: &[(Arc<OpenFile>, u32)]) -> WakeSources<'_> {
+fn wake_sources(polled: &[(Arc<OpenFile>, u32)]) -> WakeSources {
     let mut files = polled.to_vec();
-    let mut epolls = Vec::new();
     for (f, _) in polled {
         if let Some(ep) = f.ops.epoll() {
-            files.extend(ep.watched());
-            epolls.push(ep);
+            files.extend(ep.watched_host_files());
         }
     }
-    WakeSources { files, epolls }
+    WakeSources { files }
 }
 
 /// Sleeps until the task is woken (through the queues it registered on),

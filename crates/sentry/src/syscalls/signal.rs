@@ -231,7 +231,13 @@ fn kill_thread(task: &Task, tgid: Option<i32>, tid: i32, info: Option<SigInfo>) 
     if tid <= 0 || tgid.is_some_and(|t| t <= 0) {
         return Err(Errno::EINVAL.into());
     }
-    let t = task.kernel.procs.lock().unwrap().thread(tid).ok_or(Errno::ESRCH)?;
+    // A thread signalling itself (raise) needs no look-up in the process
+    // tree, whose lock every process shares.
+    let t = if tid == task.tid() {
+        task.shared.clone()
+    } else {
+        task.kernel.procs.lock().unwrap().thread(tid).ok_or(Errno::ESRCH)?
+    };
     if tgid.is_some_and(|g| g != t.tg.tgid) {
         return Err(Errno::ESRCH.into());
     }

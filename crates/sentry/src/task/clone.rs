@@ -190,17 +190,18 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
 
     {
         let mut tree = kernel.procs.lock().unwrap();
-        let mut threads = tg.threads.lock().unwrap();
+        let mut siblings = parent.tg.threads.lock().unwrap();
         // No task may escape what is killing every task it could join, as
         // in Linux's copy_process: an ending sandbox takes no new task (fork
         // fails with ENOMEM, as in a PID namespace whose init has died), and
         // a killed thread (its process exits, another thread execs) creates
-        // none. Those kills are made under the tree lock or this process's
-        // thread list, held here from the check to the addition.
+        // none; it exits instead of restarting the call. Those kills are
+        // made under the tree lock or the caller's thread list, both held
+        // here from the check to the addition.
         let refused = if tree.is_closed() {
             Some(Errno::ENOMEM)
         } else if parent.shared.is_killed() {
-            Some(Errno::EINTR)
+            Some(Errno::ERESTARTNOINTR)
         } else if tree.at_pids_limit() {
             // As the pids cgroup refuses a fork past pids.max.
             Some(Errno::EAGAIN)
@@ -208,21 +209,24 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
             None
         };
         if let Some(e) = refused {
-            drop(threads);
+            drop(siblings);
             drop(tree);
             if let Some(fd) = pidfd {
                 let _ = parent.files.remove(fd);
             }
             return Err(e);
         }
-        if !has(g::CLONE_THREAD) {
+        if has(g::CLONE_THREAD) {
+            siblings.push(shared.clone());
+        } else {
+            drop(siblings);
             let me = parent.tg.tgid;
             let parent_pid = if has(g::CLONE_PARENT) { tree.parent_of(me) } else { Some(me) };
             let pgid = tree.pgid_of(me).unwrap_or(me);
             let sid = tree.sid_of(me).unwrap_or(me);
             tree.add_process(&tg, parent_pid, pgid, sid);
+            tg.threads.lock().unwrap().push(shared.clone());
         }
-        threads.push(shared.clone());
         tree.add_thread(&shared);
     }
     kernel.spawn_task_thread(tid, move || run_task(child));

@@ -9,7 +9,7 @@ use linux_raw_sys::general as g;
 use platform::FpState;
 
 use super::{ExitStatus, Task, TaskShared, ThreadGroup};
-use crate::arch::signal::{FrameSpec, build_frame, restore_frame};
+use crate::arch::signal::{FrameSpec, build_frame, frame_sp, restore_frame};
 use crate::errno::Errno;
 use crate::kernel::Kernel;
 use crate::signal::{
@@ -441,10 +441,15 @@ impl Task {
             altstack: (base, shown_flags, size),
             trap: std::mem::take(&mut self.last_trap),
         };
-        let placed = build_frame(&self.mm, &spec)?;
-        if use_alt && placed.sp < base {
+        // A frame on the alternate stack, whether it switches there or is
+        // already on it (a nested signal), must fit in it, as Linux's
+        // get_sigframe insists: one that would not is a SIGSEGV, never a
+        // frame written below the stack over whatever lies there.
+        let on_stack = |sp: u64| sp > base && sp - base <= size;
+        if (use_alt || on_alt) && !frame_sp(&spec).is_some_and(on_stack) {
             return Err(FrameError::StackOverflow);
         }
+        let placed = build_frame(&self.mm, &spec)?;
         if use_alt && ss_flags & g::SS_AUTODISARM != 0 {
             self.altstack = (0, 0, g::SS_DISABLE);
         }

@@ -52,7 +52,11 @@ fn eligible(child: &ThreadGroup, opts: &WaitOptions) -> bool {
 /// Checks one child for something to report; reaps it if asked.
 fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOutcome> {
     let mut st = child.state.lock().unwrap();
-    if st.zombie && opts.exited {
+    if st.zombie {
+        // A dead child reports its exit and nothing else.
+        if !opts.exited {
+            return None;
+        }
         let status = st.exit.expect("zombies have a status");
         let (code, si_status) = status.child_code();
         let cpu_ns = st.dead_threads_ns + st.children_ns;
@@ -111,6 +115,10 @@ pub fn wait_child(task: &Task, which: WaitFor, opts: WaitOptions) -> Result<Opti
                 })
                 .filter_map(|c| tree.group(c))
                 .filter(|c| eligible(c, &opts))
+                // A wait for stops or continues alone has nothing to wait
+                // for in a child that has exited: when every child it may
+                // wait for has, it fails with ECHILD, as on Linux.
+                .filter(|c| opts.exited || !c.state.lock().unwrap().zombie)
                 .collect()
         };
         if candidates.is_empty() {

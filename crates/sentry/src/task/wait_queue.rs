@@ -1,12 +1,19 @@
 //! Blocking in the sentry: each task has a [`Waiter`]; objects a task can
 //! wait for have [`WaitQueue`]s. A wake-up is never lost: a waiter is
 //! registered before the condition is checked, and a wake sets a flag the
-//! sleeper consumes.
+//! sleeper consumes. A [`Forward`] is a standing member of a queue that
+//! passes its wakes on to another queue, so an epoll instance hears of its
+//! files without holding them open.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
+
+/// What a queue wakes.
+pub trait Wake: Send + Sync {
+    fn wake(&self);
+}
 
 /// How one task sleeps and is woken.
 #[derive(Default)]
@@ -70,10 +77,16 @@ impl Waiter {
     }
 }
 
+impl Wake for Waiter {
+    fn wake(&self) {
+        Waiter::wake(self)
+    }
+}
+
 /// Tasks waiting for something about one object.
 #[derive(Default)]
 pub struct WaitQueue {
-    waiters: Mutex<Vec<Weak<Waiter>>>,
+    waiters: Mutex<Vec<Weak<dyn Wake>>>,
     /// Counts notifications: an edge-triggered epoll reports a file again
     /// only after its queue moved on.
     generation: AtomicU64,
@@ -82,18 +95,23 @@ pub struct WaitQueue {
 impl WaitQueue {
     /// Adds `w`; it is removed when the returned guard is dropped.
     pub fn register<'a>(&'a self, w: &Arc<Waiter>) -> Registration<'a> {
-        self.waiters.lock().unwrap().push(Arc::downgrade(w));
-        Registration { queue: self, waiter: Arc::downgrade(w) }
+        let w: Weak<dyn Wake> = Arc::downgrade(w) as Weak<dyn Wake>;
+        self.waiters.lock().unwrap().push(w.clone());
+        Registration { queue: self, waiter: w }
     }
 
-    /// Wakes every waiter.
+    /// Wakes every waiter. The wakes are made after the list is let go, so
+    /// a forwarded wake never holds two queues' locks at once.
     pub fn notify_all(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
-        let list = self.waiters.lock().unwrap();
-        for w in list.iter() {
-            if let Some(w) = w.upgrade() {
-                w.wake();
-            }
+        let live: Vec<Arc<dyn Wake>> = {
+            let mut list = self.waiters.lock().unwrap();
+            // Forwards whose owner went away are dropped here.
+            list.retain(|w| w.strong_count() > 0);
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        for w in live {
+            w.wake();
         }
     }
 
@@ -110,7 +128,7 @@ impl WaitQueue {
 /// Membership of a waiter in a queue.
 pub struct Registration<'a> {
     queue: &'a WaitQueue,
-    waiter: Weak<Waiter>,
+    waiter: Weak<dyn Wake>,
 }
 
 impl Drop for Registration<'_> {
@@ -119,6 +137,31 @@ impl Drop for Registration<'_> {
         if let Some(i) = list.iter().position(|w| w.ptr_eq(&self.waiter)) {
             list.swap_remove(i);
         }
+    }
+}
+
+/// A standing membership of one queue that wakes another: Linux's
+/// ep_poll_callback. The source queue holds it weakly, so it leaves that
+/// queue when its owner drops it, and the owner need not keep the source
+/// (the file) alive.
+pub struct Forward {
+    to: Arc<WaitQueue>,
+}
+
+impl Forward {
+    /// Joins `from`; each wake of `from` wakes every waiter of `to`.
+    pub fn new(from: &WaitQueue, to: Arc<WaitQueue>) -> Arc<Forward> {
+        let f = Arc::new(Forward { to });
+        let mut list = from.waiters.lock().unwrap();
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&f) as Weak<dyn Wake>);
+        f
+    }
+}
+
+impl Wake for Forward {
+    fn wake(&self) {
+        self.to.notify_all();
     }
 }
 
@@ -154,5 +197,21 @@ mod tests {
         let _r = q.register(&a);
         q.notify_all();
         assert!(t.join().unwrap());
+    }
+
+    #[test]
+    fn forwards_pass_wakes_on_until_dropped() {
+        let source = WaitQueue::default();
+        let target = Arc::new(WaitQueue::default());
+        let w = Waiter::new();
+        let _r = target.register(&w);
+        let f = Forward::new(&source, target.clone());
+        source.notify_all();
+        assert!(w.sleep(Some(Instant::now())));
+        assert_eq!(target.generation(), 1);
+        drop(f);
+        source.notify_all();
+        assert_eq!(target.generation(), 1, "a dropped forward wakes nothing");
+        assert!(source.is_empty(), "and leaves its queue");
     }
 }

@@ -89,18 +89,29 @@ fn get(buf: &[u8], off: u64) -> u64 {
     u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().unwrap())
 }
 
+/// Where a frame for `spec` goes: (the handler's stack pointer, the
+/// address of the saved FP state); None if it would wrap below address 0.
+fn layout(spec: &FrameSpec, xsize: usize) -> Option<(u64, u64)> {
+    let top = match spec.stack_top {
+        Some(top) => top,
+        None => spec.regs.rsp.wrapping_sub(RED_ZONE),
+    };
+    let fp_addr = top.checked_sub(xsize as u64 + 4)? & !63;
+    let frame = (fp_addr.checked_sub(FRAME_SIZE)? & !15).checked_sub(8)?;
+    Some((frame, fp_addr))
+}
+
+/// The handler's stack pointer a frame for `spec` would give, without
+/// writing anything.
+pub fn frame_sp(spec: &FrameSpec) -> Option<u64> {
+    layout(spec, xsave_layout().1).map(|(frame, _)| frame)
+}
+
 /// Writes a signal frame; fails with a memory error if the stack is bad.
 pub fn build_frame(mm: &MemoryManager, spec: &FrameSpec) -> Result<Placed, MmError> {
     let (features, xsize) = xsave_layout();
     let regs = spec.regs;
-    let mut sp = match spec.stack_top {
-        Some(top) => top,
-        None => regs.rsp.wrapping_sub(RED_ZONE),
-    };
-    sp = sp.checked_sub(xsize as u64 + 4).ok_or(MmError::Unmapped)? & !63;
-    let fp_addr = sp;
-    sp = (sp.checked_sub(FRAME_SIZE).ok_or(MmError::Unmapped)? & !15) - 8;
-    let frame = sp;
+    let (frame, fp_addr) = layout(spec, xsize).ok_or(MmError::Unmapped)?;
 
     let mut f = vec![0u8; FRAME_SIZE as usize];
     put(&mut f, 0, spec.restorer);
