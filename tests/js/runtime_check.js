@@ -8,11 +8,15 @@ const zlib = require("zlib");
 const order = [];
 process.nextTick(() => order.push("tick"));
 Promise.resolve().then(() => order.push("promise"));
-setImmediate(() => order.push("immediate"));
-setTimeout(() => {
-  order.push("timer");
-  console.log("order", order.join(" "));
-}, 30);
+// The timer is armed from the check phase: armed at start, it could fire
+// first whenever the loop starts more than its delay late.
+setImmediate(() => {
+  order.push("immediate");
+  setTimeout(() => {
+    order.push("timer");
+    console.log("order", order.join(" "));
+  }, 30);
+});
 
 fs.readFile("/etc/passwd", (err, data) => {
   console.log("readFile", err === null && data.length > 0);
