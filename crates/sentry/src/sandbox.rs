@@ -163,7 +163,7 @@ impl Sandbox {
         }
         let tid = kernel.allocate_tid();
         debug_assert_eq!(tid, INIT_PID);
-        let tg = ThreadGroup::new(tid, Arc::new(Mutex::new(SigHandlers::default())), 0);
+        let tg = ThreadGroup::new(tid, Arc::new(Mutex::new(SigHandlers::default())), 0, Default::default());
         let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
         {
             let mut tree = kernel.procs.lock().unwrap();
