@@ -35,6 +35,7 @@ c_tests! {
     timers,
     prctl_orphans,
     sig_edges,
+    sched_affinity,
 }
 
 /// SIGBUS past the end of a file mapping, wherever the fault falls.

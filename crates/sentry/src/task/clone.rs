@@ -136,6 +136,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     let shared = TaskShared::new(tid, tg.clone(), mask);
     *shared.comm.lock().unwrap() = parent.shared.comm.lock().unwrap().clone();
     shared.no_new_privs.store(parent.shared.no_new_privs.load(Ordering::Relaxed), Ordering::Relaxed);
+    *shared.affinity.lock().unwrap() = parent.shared.affinity.lock().unwrap().clone();
 
     let mut regs = parent.regs;
     regs.rax = 0;

@@ -170,6 +170,20 @@ pub struct TaskShared {
     pub comm: Mutex<Vec<u8>>,
     /// PR_SET_NO_NEW_PRIVS: set once, inherited by clone and kept by execve.
     pub no_new_privs: AtomicBool,
+    /// The CPUs the thread may run on (sched_setaffinity), as the mask
+    /// sched_getaffinity gives: inherited by clone, kept by execve.
+    pub affinity: Mutex<Vec<u8>>,
+}
+
+/// The affinity mask of every CPU the sandbox has, in whole 64-bit words
+/// as Linux's cpumask_size() gives it.
+pub fn all_cpus_mask() -> Vec<u8> {
+    let n = online_cpus();
+    let mut m = vec![0u8; n.div_ceil(64) * 8];
+    for c in 0..n {
+        m[c / 8] |= 1 << (c % 8);
+    }
+    m
 }
 
 impl TaskShared {
@@ -184,6 +198,7 @@ impl TaskShared {
             cpu_ns: AtomicU64::new(0),
             comm: Mutex::new(Vec::new()),
             no_new_privs: AtomicBool::new(false),
+            affinity: Mutex::new(all_cpus_mask()),
         })
     }
 
