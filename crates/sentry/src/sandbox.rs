@@ -193,19 +193,21 @@ impl Sandbox {
         };
         let path = Self::find_program(&task, config)?;
         let shown = String::from_utf8_lossy(&config.program).into_owned();
-        exec::exec(&mut task, &path, config.args.clone(), config.env.clone()).map_err(|e| match e {
-            LoadError::Lookup(FsError::NotFound) => {
-                SandboxError::NotFound(format!("{shown}: No such file or directory"))
-            }
-            LoadError::Lookup(e) => {
-                SandboxError::NotExecutable(format!("{shown}: {}", crate::errno::Errno::from(e).description()))
-            }
-            LoadError::NotExecutable => SandboxError::NotExecutable(format!("{shown}: Permission denied")),
-            LoadError::BadFormat => {
-                SandboxError::NotExecutable(format!("{shown}: cannot execute binary file: Exec format error"))
-            }
-            e => SandboxError::NotExecutable(format!("{shown}: {e}")),
-        })?;
+        exec::exec(&mut task, &exec::ExecRequest::path(&path), config.args.clone(), config.env.clone()).map_err(
+            |e| match e {
+                LoadError::Lookup(FsError::NotFound) => {
+                    SandboxError::NotFound(format!("{shown}: No such file or directory"))
+                }
+                LoadError::Lookup(e) => {
+                    SandboxError::NotExecutable(format!("{shown}: {}", crate::errno::Errno::from(e).description()))
+                }
+                LoadError::NotExecutable => SandboxError::NotExecutable(format!("{shown}: Permission denied")),
+                LoadError::BadFormat => {
+                    SandboxError::NotExecutable(format!("{shown}: cannot execute binary file: Exec format error"))
+                }
+                e => SandboxError::NotExecutable(format!("{shown}: {e}")),
+            },
+        )?;
         Ok(task)
     }
 
