@@ -74,6 +74,12 @@ fn errno_cases() {
 }
 
 #[test]
+fn descriptor_edge_cases() {
+    require_kvm!();
+    c_test("fd_edges", &[]);
+}
+
+#[test]
 fn process_time_and_system_info() {
     require_kvm!();
     c_test("sysinfo", &[]);

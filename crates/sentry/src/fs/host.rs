@@ -304,6 +304,10 @@ impl FileOps for HostFile {
     fn readable_bytes(&self) -> Option<u64> {
         None
     }
+    fn sync(&self, _data_only: bool) -> Result<(), FsError> {
+        // Nothing of the read-only root is ever dirty.
+        Ok(())
+    }
 }
 
 /// An open directory of the host. The host descriptor's position is the
@@ -316,6 +320,9 @@ struct HostDir {
 impl FileOps for HostDir {
     fn stat(&self) -> Result<Stat, FsError> {
         statx_fd(&self.fd)
+    }
+    fn sync(&self, _data_only: bool) -> Result<(), FsError> {
+        Ok(())
     }
     fn seekable(&self) -> bool {
         true
