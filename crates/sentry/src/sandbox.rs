@@ -11,7 +11,7 @@ use platform::{Platform, PlatformError, Registers};
 use crate::fd::FdTable;
 use crate::fs::host::HostFs;
 use crate::fs::stdio::HostStream;
-use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc};
+use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
 use crate::kernel::{Kernel, KernelConfig};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
@@ -34,6 +34,8 @@ pub struct SandboxConfig {
     /// Working directory inside the sandbox.
     pub cwd: Vec<u8>,
     pub strace: bool,
+    /// Host name the sandbox reports.
+    pub hostname: String,
     /// Bytes of memory the sandbox may use.
     pub memory: u64,
     /// Measure where time goes and report it at exit.
@@ -105,7 +107,6 @@ impl Sandbox {
         if root.file_type() != FileType::Directory {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
         }
-        let hostname = rustix::system::uname().nodename().to_string_lossy().into_owned();
         let facts = AuxFacts {
             uid: rustix::process::getuid().as_raw(),
             euid: rustix::process::geteuid().as_raw(),
@@ -126,13 +127,15 @@ impl Sandbox {
             platform,
             mf.clone(),
             Mount::new("hostfs", config.rootfs.display().to_string(), true, root),
-            KernelConfig { rootfs: config.rootfs.clone(), strace: config.strace, hostname },
+            KernelConfig { rootfs: config.rootfs.clone(), strace: config.strace, hostname: config.hostname.clone() },
             facts,
             clock,
         );
         kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, dev::new_devfs()));
         let procfs = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
+        let sysfs = sys::new_sysfs(crate::task::online_cpus());
+        kernel.mounts.mount(&kernel.root, b"sys", Mount::new("sysfs", "sysfs", true, sysfs));
         if config.profile {
             kernel.stats.enable();
             kernel.platform.enable_timing();

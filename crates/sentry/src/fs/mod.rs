@@ -16,6 +16,7 @@ pub mod pipe;
 pub mod proc;
 pub mod stdio;
 pub mod synthetic;
+pub mod sys;
 
 use std::io::{IoSlice, IoSliceMut};
 use std::sync::atomic::{AtomicU32, Ordering};

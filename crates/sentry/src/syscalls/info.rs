@@ -17,12 +17,11 @@ fn fill(dst: &mut [std::ffi::c_char], v: &[u8]) {
 }
 
 pub fn uname(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let host = rustix::system::uname();
     let mut u = <s::new_utsname as crate::abi::Pod>::zeroed();
     fill(&mut u.sysname, b"Linux");
     fill(&mut u.nodename, task.kernel.config.hostname.as_bytes());
-    fill(&mut u.release, host.release().to_bytes());
-    fill(&mut u.version, host.version().to_bytes());
+    fill(&mut u.release, crate::kernel::kernel_release().as_bytes());
+    fill(&mut u.version, crate::kernel::KERNEL_VERSION.as_bytes());
     fill(&mut u.machine, b"x86_64");
     fill(&mut u.domainname, b"(none)");
     task.mm.write_pod(a[0], &u)?;
