@@ -48,6 +48,9 @@ struct RunArgs {
     /// with =FILE also write it to FILE as JSON (=json: JSON to stderr).
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     profile: Option<OsString>,
+    /// Host name the sandbox reports (uname).
+    #[arg(long, value_name = "NAME", default_value = "cordon", value_parser = parse_hostname)]
+    hostname: String,
     /// Memory the sandbox may use, e.g. 4G or 512M (default: the host's RAM).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory: Option<u64>,
@@ -62,6 +65,14 @@ struct RunArgs {
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     command: Vec<OsString>,
+}
+
+fn parse_hostname(s: &str) -> Result<String, String> {
+    // Linux's HOST_NAME_MAX.
+    if s.is_empty() || s.len() > 64 {
+        return Err("a host name has 1 to 64 bytes".into());
+    }
+    Ok(s.to_string())
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -121,6 +132,7 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         env,
         cwd,
         strace: args.strace,
+        hostname: args.hostname,
         memory: args.memory.unwrap_or_else(host_memory),
         cpus: args.cpus,
         pids_limit: args.pids_limit,

@@ -39,7 +39,8 @@ fn cat_a_file() {
 }
 
 /// `ls -la /` without the lines the sandbox answers differently by design:
-/// `dev` and `proc` are the sentry's own mounts, and `total` sums them. The
+/// `dev`, `proc` and `sys` are the sentry's own mounts, and `total` sums
+/// them. The
 /// columns are aligned to the widest value, which may be on those lines, so
 /// runs of blanks count as one.
 fn listing_without_own_mounts(out: &[u8]) -> String {
@@ -48,7 +49,7 @@ fn listing_without_own_mounts(out: &[u8]) -> String {
         .filter(|l| !l.starts_with("total "))
         .filter(|l| {
             let name = l.split_whitespace().last().unwrap_or("");
-            name != "dev" && name != "proc"
+            !["dev", "proc", "sys"].contains(&name)
         })
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") + "\n")
         .collect()
@@ -64,7 +65,7 @@ fn ls_la_root() {
     assert!(nl.lines().count() > 5, "native listing: {nl}");
     assert_eq!(sl, nl);
     let text = String::from_utf8_lossy(&s.stdout);
-    for name in ["dev", "proc"] {
+    for name in ["dev", "proc", "sys"] {
         assert!(text.lines().any(|l| l.ends_with(&format!(" {name}"))), "{name} is listed:\n{text}");
     }
 }

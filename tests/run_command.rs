@@ -94,3 +94,23 @@ fn exit_status_matches_native() {
         assert_eq!(s.status.code(), n.status.code(), "{prog} {args:?}: {}", String::from_utf8_lossy(&s.stderr));
     }
 }
+
+/// The sandbox reports a host name and kernel build of its own (the
+/// release stays a real one, the host's, for programs that parse it);
+/// `--hostname` names it.
+#[test]
+fn uname_is_the_sandboxes_own() {
+    require_kvm!();
+    let text = |o: std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let host_version = text(native("uname", &["-v"], None));
+    assert_eq!(text(sandbox(&[], "uname", &["-n"], None)), "cordon\n");
+    assert_eq!(text(sandbox(&["--hostname", "box-7"], "uname", &["-n"], None)), "box-7\n");
+    assert_eq!(text(sandbox(&[], "uname", &["-r"], None)), text(native("uname", &["-r"], None)));
+    let version = text(sandbox(&[], "uname", &["-v"], None));
+    assert!(version.contains("cordon") && version != host_version, "version: {version}");
+    let proc_version = text(sandbox(&[], "cat", &["/proc/version"], None));
+    assert!(proc_version.contains(version.trim_end()), "/proc/version: {proc_version}");
+    assert!(!proc_version.contains(host_version.trim_end()), "/proc/version: {proc_version}");
+    let out = sandbox(&["--hostname", &"x".repeat(65)], "true", &[], None);
+    assert_eq!(out.status.code(), Some(2), "a host name longer than Linux allows is refused");
+}

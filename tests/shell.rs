@@ -57,7 +57,19 @@ fn subshells() {
 fn background_jobs_and_wait() {
     require_kvm!();
     same("wait for each", "(sleep 0.2; exit 5) & a=$!; (exit 6) & b=$!; wait $b; echo $?; wait $a; echo $?");
-    same("wait for all", "for i in 1 2 3 4; do (sleep 0.$i; echo job $i) & done; wait; echo all done");
+    // The jobs end in any order; wait must see them all end before the
+    // last line. Their lines are sorted, the last kept last: a job that
+    // outlived wait would print after it.
+    same(
+        "wait for all",
+        "{ for i in 1 2 3 4; do (sleep 0.$i; echo job $i) & done; wait; echo all done; } \
+         | awk '/^job/ { print | \"sort\"; next } { close(\"sort\"); print }'",
+    );
+    same(
+        "each job's status, whatever order they end in",
+        "for i in 1 2 3; do (sleep 0.$i; exit $i) & eval p$i=\\$!; done; \
+         wait $p3; echo $?; wait $p1; echo $?; wait $p2; echo $?",
+    );
     same("output order through wait", "(echo first) & wait; echo second");
     same("unknown job", "wait 999999 2>/dev/null; echo $?");
 }

@@ -74,6 +74,12 @@ fn errno_cases() {
 }
 
 #[test]
+fn descriptor_edge_cases() {
+    require_kvm!();
+    c_test("fd_edges", &[]);
+}
+
+#[test]
 fn process_time_and_system_info() {
     require_kvm!();
     c_test("sysinfo", &[]);
@@ -130,4 +136,58 @@ fn sparse_gigabyte_costs_little_host_memory() {
         "cordon's peak RSS was {} MiB running a program that touches a few pages of a 1 GiB mapping",
         maxrss_kib / 1024
     );
+}
+
+/// /sys is the sandbox's own: the CPU lists the C library counts
+/// processors by, and nothing of the host's sysfs, not even by stat or
+/// readlink.
+#[test]
+fn sys_is_the_sandboxes_own() {
+    require_kvm!();
+    let run = |script: &str| {
+        let out = common::sandbox(&[], "/bin/sh", &["-c", script], None);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let cpus: usize = run("getconf _NPROCESSORS_ONLN").trim().parse().expect("a CPU count");
+    let list = if cpus == 1 { "0".to_string() } else { format!("0-{}", cpus - 1) };
+    for f in ["online", "possible", "present"] {
+        assert_eq!(run(&format!("cat /sys/devices/system/cpu/{f}")), format!("{list}\n"), "{f}");
+    }
+    assert_eq!(run("getconf _NPROCESSORS_CONF").trim(), cpus.to_string());
+    assert!(Path::new("/sys/kernel").exists() && Path::new("/sys/dev/char").exists(), "the host has a sysfs");
+    let reached = run("for p in /sys/kernel /sys/class /sys/dev/char /sys/fs/cgroup; do \
+         stat $p >/dev/null 2>&1 && echo stat $p; ls $p >/dev/null 2>&1 && echo list $p; done; \
+         readlink /sys/dev/char/1:3 && echo readlink");
+    assert_eq!(reached, "", "host sysfs reached");
+}
+
+/// Files of the host root carry device and inode numbers of the sandbox's
+/// own, in stat and in /proc/PID/maps alike, never the host's.
+#[test]
+fn maps_show_the_sandboxes_numbers() {
+    use std::os::unix::fs::MetadataExt;
+    require_kvm!();
+    // The maps of a cat, then stat of each file it maps, in one sandbox.
+    let script = "m=$(cat /proc/self/maps); echo \"$m\"; echo END; \
+                  echo \"$m\" | awk '$6 ~ /^\\// {print $6}' | sort -u | xargs stat -c '%n %Hd %Ld %i'";
+    let out = common::sandbox(&[], "/bin/sh", &["-c", script], None);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (maps, stats) = text.split_once("END\n").expect("maps, then stats");
+    let stat_of = |path: &str| {
+        let line = stats.lines().find(|l| l.split(' ').next() == Some(path)).expect("stat of a mapped file");
+        let n: Vec<u64> = line.split(' ').skip(1).map(|x| x.parse().unwrap()).collect();
+        (format!("{:02x}:{:02x}", n[0], n[1]), n[2].to_string())
+    };
+    let mut files = 0;
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let Some(path) = f.get(5).filter(|p| p.starts_with('/')) else { continue };
+        let (dev, ino) = (f[3].to_string(), f[4].to_string());
+        let host = std::fs::metadata(path).unwrap();
+        let host_dev = format!("{:02x}:{:02x}", libc::major(host.dev()), libc::minor(host.dev()));
+        assert!(dev != host_dev || ino != host.ino().to_string(), "host numbers shown: {line}");
+        assert_eq!((dev, ino), stat_of(path), "maps and stat agree: {line}");
+        files += 1;
+    }
+    assert!(files >= 2, "file mappings in:\n{maps}");
 }

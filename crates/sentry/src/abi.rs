@@ -46,6 +46,7 @@ pod!(
     g::pollfd,
     g::open_how,
     g::clone_args,
+    g::f_owner_ex,
     s::sysinfo,
     s::new_utsname,
     u32,

@@ -62,6 +62,7 @@ errnos!(
     ETIME,
     EOVERFLOW,
     EBADFD,
+    ELIBBAD,
     EILSEQ,
     ENOTSOCK,
     EDESTADDRREQ,

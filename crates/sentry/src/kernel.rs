@@ -25,6 +25,17 @@ impl Drop for Kernel {
     }
 }
 
+/// The kernel version string the sandbox reports (uname's version,
+/// /proc/version): the sentry's own, not the host's build.
+pub const KERNEL_VERSION: &str = concat!("#1 SMP cordon ", env!("CARGO_PKG_VERSION"));
+
+/// The kernel release the sandbox reports: the host's, a real release
+/// number that programs checking for features can parse and trust, since
+/// the sentry answers the system calls of the kernels they know.
+pub fn kernel_release() -> String {
+    rustix::system::uname().release().to_string_lossy().into_owned()
+}
+
 /// How the sandbox was configured.
 #[derive(Clone, Debug)]
 pub struct KernelConfig {

@@ -11,7 +11,7 @@ use platform::{Platform, PlatformError, Registers};
 use crate::fd::FdTable;
 use crate::fs::host::HostFs;
 use crate::fs::stdio::HostStream;
-use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc};
+use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
 use crate::kernel::{Kernel, KernelConfig};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
@@ -34,6 +34,8 @@ pub struct SandboxConfig {
     /// Working directory inside the sandbox.
     pub cwd: Vec<u8>,
     pub strace: bool,
+    /// Host name the sandbox reports.
+    pub hostname: String,
     /// Bytes of memory the sandbox may use.
     pub memory: u64,
     /// vCPUs application code runs on at once (None: the platform's
@@ -118,7 +120,6 @@ impl Sandbox {
         if root.file_type() != FileType::Directory {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
         }
-        let hostname = rustix::system::uname().nodename().to_string_lossy().into_owned();
         let facts = AuxFacts {
             uid: rustix::process::getuid().as_raw(),
             euid: rustix::process::geteuid().as_raw(),
@@ -142,7 +143,7 @@ impl Sandbox {
             KernelConfig {
                 rootfs: config.rootfs.clone(),
                 strace: config.strace,
-                hostname,
+                hostname: config.hostname.clone(),
                 test_panic_syscall: config.test_panic_syscall,
             },
             facts,
@@ -151,6 +152,8 @@ impl Sandbox {
         kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, dev::new_devfs()));
         let procfs = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
+        let sysfs = sys::new_sysfs(crate::task::online_cpus());
+        kernel.mounts.mount(&kernel.root, b"sys", Mount::new("sysfs", "sysfs", true, sysfs));
         if config.profile {
             kernel.stats.enable();
             kernel.platform.enable_timing();
@@ -182,7 +185,7 @@ impl Sandbox {
         }
         let tid = kernel.allocate_tid();
         debug_assert_eq!(tid, INIT_PID);
-        let tg = ThreadGroup::new(tid, Arc::new(Mutex::new(SigHandlers::default())), 0);
+        let tg = ThreadGroup::new(tid, Arc::new(Mutex::new(SigHandlers::default())), 0, Default::default());
         let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
         {
             let mut tree = kernel.procs.lock().unwrap();
@@ -212,19 +215,21 @@ impl Sandbox {
         };
         let path = Self::find_program(&task, config)?;
         let shown = String::from_utf8_lossy(&config.program).into_owned();
-        exec::exec(&mut task, &path, config.args.clone(), config.env.clone()).map_err(|e| match e {
-            LoadError::Lookup(FsError::NotFound) => {
-                SandboxError::NotFound(format!("{shown}: No such file or directory"))
-            }
-            LoadError::Lookup(e) => {
-                SandboxError::NotExecutable(format!("{shown}: {}", crate::errno::Errno::from(e).description()))
-            }
-            LoadError::NotExecutable => SandboxError::NotExecutable(format!("{shown}: Permission denied")),
-            LoadError::BadFormat => {
-                SandboxError::NotExecutable(format!("{shown}: cannot execute binary file: Exec format error"))
-            }
-            e => SandboxError::NotExecutable(format!("{shown}: {e}")),
-        })?;
+        exec::exec(&mut task, &exec::ExecRequest::path(&path), config.args.clone(), config.env.clone()).map_err(
+            |e| match e {
+                LoadError::Lookup(FsError::NotFound) => {
+                    SandboxError::NotFound(format!("{shown}: No such file or directory"))
+                }
+                LoadError::Lookup(e) => {
+                    SandboxError::NotExecutable(format!("{shown}: {}", crate::errno::Errno::from(e).description()))
+                }
+                LoadError::NotExecutable => SandboxError::NotExecutable(format!("{shown}: Permission denied")),
+                LoadError::BadFormat => {
+                    SandboxError::NotExecutable(format!("{shown}: cannot execute binary file: Exec format error"))
+                }
+                e => SandboxError::NotExecutable(format!("{shown}: {e}")),
+            },
+        )?;
         Ok(task)
     }
 

@@ -26,21 +26,6 @@ impl EventFd {
     }
 }
 
-/// The 8 bytes of a counter value out of buffers holding at least 8.
-fn gather(bufs: &[GuestSlice<'_>]) -> Option<u64> {
-    let mut b = [0u8; 8];
-    let mut n = 0;
-    for s in bufs {
-        let take = (8 - n).min(s.len());
-        s.copy_to(&mut b[n..n + take]);
-        n += take;
-        if n == 8 {
-            return Some(u64::from_ne_bytes(b));
-        }
-    }
-    None
-}
-
 fn scatter(bufs: &[GuestSliceMut<'_>], v: u64) {
     let b = v.to_ne_bytes();
     let mut n = 0;
@@ -51,6 +36,27 @@ fn scatter(bufs: &[GuestSliceMut<'_>], v: u64) {
         if n == 8 {
             return;
         }
+    }
+}
+
+impl EventFd {
+    /// Adds `v` to the counter, waiting (unless non-blocking) while that
+    /// would reach the maximum.
+    fn add(&self, file: &OpenFile, v: u64) -> Result<(), FsError> {
+        if v == u64::MAX {
+            return Err(FsError::Invalid);
+        }
+        let add = || {
+            let mut c = self.count.lock().unwrap();
+            (MAX - *c >= v).then(|| *c += v)
+        };
+        match add() {
+            Some(()) => {}
+            None if file.flags().contains(OpenFlags::NONBLOCK) => return Err(FsError::WouldBlock),
+            None => block_on(&[&self.queue], None, add).map_err(|_| FsError::Interrupted)?,
+        }
+        self.queue.notify_all();
+        Ok(())
     }
 }
 
@@ -78,22 +84,27 @@ impl FileOps for EventFd {
         Ok(8)
     }
 
+    /// One write of exactly 8 bytes (the buffers are one application
+    /// buffer; see `writes_each_buffer`).
     fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
-        let v = gather(bufs).ok_or(FsError::Invalid)?;
-        if v == u64::MAX {
+        let mut b = [0u8; 8];
+        let mut n = 0;
+        for s in bufs {
+            if n + s.len() > 8 {
+                return Err(FsError::Invalid);
+            }
+            s.copy_to(&mut b[n..n + s.len()]);
+            n += s.len();
+        }
+        if n != 8 {
             return Err(FsError::Invalid);
         }
-        let add = || {
-            let mut c = self.count.lock().unwrap();
-            (MAX - *c >= v).then(|| *c += v)
-        };
-        match add() {
-            Some(()) => {}
-            None if file.flags().contains(OpenFlags::NONBLOCK) => return Err(FsError::WouldBlock),
-            None => block_on(&[&self.queue], None, add).map_err(|_| FsError::Interrupted)?,
-        }
-        self.queue.notify_all();
+        self.add(file, u64::from_ne_bytes(b))?;
         Ok(8)
+    }
+
+    fn writes_each_buffer(&self) -> bool {
+        true
     }
 
     fn stat(&self) -> Result<Stat, FsError> {
@@ -126,12 +137,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counter_values_cross_buffer_boundaries() {
+    fn read_values_cross_buffer_boundaries() {
         let v = 0x0102_0304_0506_0708u64;
         let bytes = v.to_ne_bytes();
-        let bufs = [GuestSlice::from(&bytes[..3]), GuestSlice::from(&bytes[3..])];
-        assert_eq!(gather(&bufs), Some(v));
-        assert_eq!(gather(&[GuestSlice::from(&bytes[..7])]), None);
         let (mut a, mut b) = ([0u8; 5], [0u8; 5]);
         scatter(&[GuestSliceMut::from(&mut a[..]), GuestSliceMut::from(&mut b[..])], v);
         assert_eq!([&a[..], &b[..3]].concat(), bytes);

@@ -6,7 +6,9 @@
 //! symlink or `..` on the sandbox's behalf: the sentry's resolver does that,
 //! inside the sandbox. Only regular files, directories and symlinks are
 //! exposed, and files on host kernel pseudo-file-systems (a procfs or sysfs
-//! mounted somewhere under the root) are refused.
+//! mounted somewhere under the root) are refused: neither opened nor even
+//! looked up. The sandbox sees device and inode numbers of its own, never
+//! the host's.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -43,12 +45,41 @@ const REFUSED_FS_TYPES: &[i64] = &[
     0x4249_4e4d, // binfmt_misc
 ];
 
+/// Minor number of the first device number given to a host file system
+/// (major 0, as Linux numbers file systems without a device of their own).
+const FIRST_DEVICE_MINOR: u32 = 0x20;
+
+/// The sandbox's numbers for host objects: a device number for each host
+/// file system and an inode number for each host file, given in the order
+/// they are first seen and kept for the sandbox's life (as hard links and
+/// repeated looks must find the same numbers).
+#[derive(Default)]
+struct SandboxIds {
+    devices: HashMap<u64, u64>,
+    inodes: HashMap<(u64, u64), u64>,
+}
+
+impl SandboxIds {
+    fn device(&mut self, host_dev: u64) -> u64 {
+        let next = FIRST_DEVICE_MINOR + self.devices.len() as u32;
+        *self.devices.entry(host_dev).or_insert_with(|| super::makedev(0, next))
+    }
+
+    fn inode(&mut self, host_dev: u64, host_ino: u64) -> u64 {
+        // Numbering starts at 2, the root directory's number on most disk
+        // file systems (the root is seen first).
+        let next = self.inodes.len() as u64 + 2;
+        *self.inodes.entry((host_dev, host_ino)).or_insert(next)
+    }
+}
+
 /// The host file system as the sandbox sees it.
 pub struct HostFs {
     proc_fd: OwnedFd,
     mf: Arc<MemoryFile>,
     caches: Mutex<HashMap<(u64, u64), Weak<PageCache>>>,
     recent: Mutex<VecDeque<Arc<PageCache>>>,
+    ids: Mutex<SandboxIds>,
 }
 
 impl HostFs {
@@ -57,8 +88,13 @@ impl HostFs {
         let proc_fd =
             rustix::fs::open("/proc/self/fd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        let fs =
-            Arc::new(HostFs { proc_fd, mf, caches: Mutex::new(HashMap::new()), recent: Mutex::new(VecDeque::new()) });
+        let fs = Arc::new(HostFs {
+            proc_fd,
+            mf,
+            caches: Mutex::new(HashMap::new()),
+            recent: Mutex::new(VecDeque::new()),
+            ids: Mutex::new(SandboxIds::default()),
+        });
         Ok(Arc::new(HostInode::from_fd(fs, fd)?))
     }
 
@@ -68,9 +104,19 @@ impl HostFs {
         Ok(rustix::fs::openat(&self.proc_fd, name.as_str(), flags | OFlags::CLOEXEC, Mode::empty())?)
     }
 
+    /// `st`, a host object's metadata, with the sandbox's device and inode
+    /// numbers.
+    fn sandbox_stat(&self, mut st: Stat) -> Stat {
+        let mut ids = self.ids.lock().unwrap();
+        st.ino = ids.inode(st.dev, st.ino);
+        st.dev = ids.device(st.dev);
+        st
+    }
+
     fn page_cache(self: &Arc<Self>, inode: &HostInode) -> Result<Arc<PageCache>, FsError> {
-        let st = inode.stat()?;
+        let st = statx_fd(&inode.fd)?;
         let key = (st.dev, st.ino);
+        let shown = self.sandbox_stat(st);
         let mut caches = self.caches.lock().unwrap();
         if let Some(c) = caches.get(&key).and_then(Weak::upgrade)
             && c.size == st.size
@@ -84,7 +130,7 @@ impl HostFs {
             fd,
             size: st.size,
             mtime: st.mtime,
-            name: MapName { path: String::new(), dev: st.dev, ino: st.ino },
+            name: MapName { path: String::new(), dev: shown.dev, ino: shown.ino },
             pages: Mutex::new(HashMap::new()),
         });
         caches.insert(key, Arc::downgrade(&c));
@@ -104,7 +150,10 @@ pub struct HostInode {
     fs: Arc<HostFs>,
     fd: OwnedFd,
     ftype: FileType,
+    /// The sandbox's inode number for it.
     ino: u64,
+    /// The host device it is on.
+    host_dev: u64,
 }
 
 fn stat_from(x: &rustix::fs::Statx) -> Stat {
@@ -128,6 +177,7 @@ fn stat_from(x: &rustix::fs::Statx) -> Stat {
     }
 }
 
+/// The host's metadata of the object behind `fd`, host numbers and all.
 fn statx_fd(fd: &OwnedFd) -> Result<Stat, FsError> {
     let x = rustix::fs::statx(
         fd,
@@ -141,7 +191,8 @@ fn statx_fd(fd: &OwnedFd) -> Result<Stat, FsError> {
 impl HostInode {
     fn from_fd(fs: Arc<HostFs>, fd: OwnedFd) -> Result<Self, FsError> {
         let st = statx_fd(&fd)?;
-        Ok(HostInode { fs, fd, ftype: st.file_type(), ino: st.ino })
+        let ino = fs.ids.lock().unwrap().inode(st.dev, st.ino);
+        Ok(HostInode { fs, fd, ftype: st.file_type(), ino, host_dev: st.dev })
     }
 
     fn check_fs_type(fd: &OwnedFd) -> Result<(), FsError> {
@@ -159,7 +210,7 @@ impl Inode for HostInode {
     }
 
     fn stat(&self) -> Result<Stat, FsError> {
-        statx_fd(&self.fd)
+        Ok(self.fs.sandbox_stat(statx_fd(&self.fd)?))
     }
 
     fn ino(&self) -> Result<u64, FsError> {
@@ -177,7 +228,12 @@ impl Inode for HostInode {
             Err(rustix::io::Errno::NOSYS) => rustix::fs::openat(&self.fd, name, flags, Mode::empty())?,
             r => r?,
         };
-        Ok(Arc::new(HostInode::from_fd(self.fs.clone(), fd)?))
+        let child = HostInode::from_fd(self.fs.clone(), fd)?;
+        if child.host_dev != self.host_dev {
+            // Another host file system is mounted here.
+            Self::check_fs_type(&child.fd)?;
+        }
+        Ok(Arc::new(child))
     }
 
     fn read_link(&self) -> Result<Vec<u8>, FsError> {
@@ -206,13 +262,14 @@ impl Inode for HostInode {
                         fd: self.fd.try_clone().map_err(|e| FsError::Host(Errno::from_io(&e)))?,
                         ftype: self.ftype,
                         ino: self.ino,
+                        host_dev: self.host_dev,
                     },
                 }))
             }
             FileType::Directory => {
                 let fd = self.fs.reopen(&self.fd, OFlags::RDONLY | OFlags::DIRECTORY)?;
                 Self::check_fs_type(&fd)?;
-                Ok(Arc::new(HostDir { fd, pos: Mutex::new(0) }))
+                Ok(Arc::new(HostDir { fd, pos: Mutex::new(0), fs: self.fs.clone(), host_dev: self.host_dev }))
             }
             FileType::Symlink => Err(FsError::Loop),
             _ => Err(FsError::PermissionDenied),
@@ -292,7 +349,7 @@ impl FileOps for HostFile {
         }
     }
     fn stat(&self) -> Result<Stat, FsError> {
-        statx_fd(&self.fd)
+        Ok(self.inode.fs.sandbox_stat(statx_fd(&self.fd)?))
     }
     fn seekable(&self) -> bool {
         true
@@ -303,6 +360,10 @@ impl FileOps for HostFile {
     fn readable_bytes(&self) -> Option<u64> {
         None
     }
+    fn sync(&self, _data_only: bool) -> Result<(), FsError> {
+        // Nothing of the read-only root is ever dirty.
+        Ok(())
+    }
 }
 
 /// An open directory of the host. The host descriptor's position is the
@@ -310,11 +371,16 @@ impl FileOps for HostFile {
 struct HostDir {
     fd: OwnedFd,
     pos: Mutex<u64>,
+    fs: Arc<HostFs>,
+    host_dev: u64,
 }
 
 impl FileOps for HostDir {
     fn stat(&self) -> Result<Stat, FsError> {
-        statx_fd(&self.fd)
+        Ok(self.fs.sandbox_stat(statx_fd(&self.fd)?))
+    }
+    fn sync(&self, _data_only: bool) -> Result<(), FsError> {
+        Ok(())
     }
     fn seekable(&self) -> bool {
         true
@@ -333,7 +399,21 @@ impl FileOps for HostDir {
         }
         *pos = rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Current(0))?;
         *host_pos = *pos;
-        Ok(n as usize)
+        // Each record's d_ino becomes the sandbox's number for the entry
+        // (reckoned on the directory's device, as the host's d_ino is).
+        let n = n as usize;
+        let mut ids = self.fs.ids.lock().unwrap();
+        let mut at = 0;
+        while at + 19 <= n {
+            let host_ino = u64::from_le_bytes(buf[at..at + 8].try_into().unwrap());
+            let reclen = u16::from_le_bytes(buf[at + 16..at + 18].try_into().unwrap()) as usize;
+            buf[at..at + 8].copy_from_slice(&ids.inode(self.host_dev, host_ino).to_le_bytes());
+            if reclen == 0 {
+                break;
+            }
+            at += reclen;
+        }
+        Ok(n)
     }
 }
 

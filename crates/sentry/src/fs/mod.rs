@@ -16,6 +16,7 @@ pub mod pipe;
 pub mod proc;
 pub mod stdio;
 pub mod synthetic;
+pub mod sys;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -456,6 +457,12 @@ pub trait FileOps: Send + Sync {
     fn write(&self, _file: &OpenFile, _bufs: &[GuestSlice<'_>], _offset: u64) -> Result<usize, FsError> {
         Err(FsError::Invalid)
     }
+    /// True if a vectored write is a `write` per application buffer, each
+    /// on its own, as Linux does for files with no write_iter (eventfd):
+    /// the call ends at the first that fails or falls short.
+    fn writes_each_buffer(&self) -> bool {
+        false
+    }
     /// Metadata of the open object.
     fn stat(&self) -> Result<Stat, FsError>;
     /// True if reads and writes use the file offset (regular files and
@@ -485,6 +492,12 @@ pub trait FileOps: Send + Sync {
     /// Bytes that can be read without blocking (FIONREAD), if known.
     fn readable_bytes(&self) -> Option<u64> {
         None
+    }
+    /// fsync (`data_only` for fdatasync): files whose Linux counterparts
+    /// have no fsync operation (pipes, devices, procfs, anonymous files)
+    /// refuse it with EINVAL.
+    fn sync(&self, _data_only: bool) -> Result<(), FsError> {
+        Err(FsError::Invalid)
     }
     /// True if mapping the file gives anonymous memory (/dev/zero).
     fn anonymous_mapping(&self) -> bool {
@@ -537,6 +550,18 @@ pub const POLLNVAL: u32 = linux_raw_sys::general::POLLNVAL;
 pub const POLLRDNORM: u32 = linux_raw_sys::general::POLLRDNORM;
 pub const POLLWRNORM: u32 = linux_raw_sys::general::POLLWRNORM;
 
+/// Who gets a file's I/O signals (F_SETOWN, F_SETOWN_EX).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FileOwner {
+    /// One thread (F_OWNER_TID); with id 0, nobody, as a new file has.
+    #[default]
+    Thread,
+    /// A process (F_OWNER_PID).
+    Process,
+    /// A process group (F_OWNER_PGRP).
+    Group,
+}
+
 /// An open file description: shared by descriptors made by dup and fork.
 pub struct OpenFile {
     pub ops: Arc<dyn FileOps>,
@@ -544,13 +569,43 @@ pub struct OpenFile {
     pub dentry: Option<Arc<Dentry>>,
     flags: AtomicU32,
     pub offset: Mutex<u64>,
+    /// The owner's kind and id (0: none).
+    owner: Mutex<(FileOwner, i32)>,
+    /// The signal F_SETSIG chose (0: SIGIO).
+    owner_signal: AtomicU32,
 }
 
 impl OpenFile {
     pub fn new(ops: Arc<dyn FileOps>, dentry: Option<Arc<Dentry>>, flags: OpenFlags) -> Arc<Self> {
         let kept =
             flags & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC | OpenFlags::CLOEXEC);
-        Arc::new(OpenFile { ops, dentry, flags: AtomicU32::new(kept.bits()), offset: Mutex::new(0) })
+        Arc::new(OpenFile {
+            ops,
+            dentry,
+            flags: AtomicU32::new(kept.bits()),
+            offset: Mutex::new(0),
+            owner: Mutex::new((FileOwner::Thread, 0)),
+            owner_signal: AtomicU32::new(0),
+        })
+    }
+
+    /// The owner: its kind and id, 0 for none.
+    pub fn owner(&self) -> (FileOwner, i32) {
+        *self.owner.lock().unwrap()
+    }
+
+    pub fn set_owner(&self, kind: FileOwner, id: i32) {
+        *self.owner.lock().unwrap() = (kind, id);
+    }
+
+    /// F_GETSIG.
+    pub fn owner_signal(&self) -> u32 {
+        self.owner_signal.load(Ordering::Relaxed)
+    }
+
+    /// F_SETSIG.
+    pub fn set_owner_signal(&self, sig: u32) {
+        self.owner_signal.store(sig, Ordering::Relaxed);
     }
 
     /// Flags as F_GETFL reports them.

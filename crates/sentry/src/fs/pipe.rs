@@ -372,6 +372,10 @@ impl FileOps for WriteEnd {
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.pipe.stat())
     }
+    fn readable_bytes(&self) -> Option<u64> {
+        // FIONREAD answers for the pipe, whichever end asks.
+        Some(self.pipe.unread())
+    }
     fn poll(&self) -> u32 {
         self.pipe.poll_mask(false, true)
     }

@@ -128,6 +128,16 @@ impl FileOps for HostStream {
         Some(self.fd.as_fd())
     }
 
+    fn sync(&self, data_only: bool) -> Result<(), FsError> {
+        // The host object answers: a file syncs, a terminal or pipe refuses.
+        if data_only {
+            rustix::fs::fdatasync(&self.fd)?
+        } else {
+            rustix::fs::fsync(&self.fd)?
+        }
+        Ok(())
+    }
+
     fn seek_stream(&self, offset: i64, whence: u32) -> Result<u64, FsError> {
         let pos = match whence {
             g::SEEK_SET => rustix::fs::SeekFrom::Start(u64::try_from(offset).map_err(|_| FsError::Invalid)?),

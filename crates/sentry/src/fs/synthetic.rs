@@ -86,22 +86,39 @@ pub struct SynthDir {
     ino: u64,
     mode: u32,
     source: Box<dyn DirSource>,
+    /// fsync succeeds (as on devtmpfs and sysfs) rather than failing with
+    /// EINVAL (as on procfs).
+    syncs: bool,
 }
 
 impl SynthDir {
-    /// A directory with fixed children.
+    /// A directory with fixed children, as devtmpfs and sysfs keep them
+    /// (fsync on it succeeds).
     pub fn new(entries: Vec<(Vec<u8>, Arc<dyn Inode>)>) -> Arc<SynthDir> {
-        Self::with_source(Box::new(entries), 0o755)
+        let mode = super::FileType::Directory.mode_bits() | 0o755;
+        Arc::new(SynthDir { ino: next_ino(), mode, source: Box::new(entries), syncs: true })
     }
 
-    /// A directory whose children `source` computes.
+    /// A directory whose children `source` computes, as procfs's are
+    /// (fsync on it fails with EINVAL).
     pub fn with_source(source: Box<dyn DirSource>, perm: u32) -> Arc<SynthDir> {
-        Arc::new(SynthDir { ino: next_ino(), mode: super::FileType::Directory.mode_bits() | perm, source })
+        Arc::new(SynthDir {
+            ino: next_ino(),
+            mode: super::FileType::Directory.mode_bits() | perm,
+            source,
+            syncs: false,
+        })
     }
 
-    /// A read-only file with fixed contents.
+    /// A read-only file with fixed contents, as a sysfs attribute is
+    /// (fsync on it succeeds).
     pub fn file_with(data: Vec<u8>) -> Arc<dyn Inode> {
-        SynthFile::inode(0o444, move || Ok(data.clone()))
+        Arc::new(SynthFile {
+            ino: next_ino(),
+            mode: FileType::Regular.mode_bits() | 0o444,
+            generate: Box::new(move || Ok(data.clone())),
+            syncs: true,
+        })
     }
 }
 
@@ -125,7 +142,7 @@ impl Inode for SynthDir {
             let ino = i.stat().map(|s| s.ino).unwrap_or(0);
             list.push((n, ino, i.file_type()));
         }
-        Ok(Arc::new(SynthDirFile { stat: self.stat()?, entries: list }))
+        Ok(Arc::new(SynthDirFile { stat: self.stat()?, entries: list, syncs: self.syncs }))
     }
     fn statfs(&self) -> Result<StatFs, FsError> {
         Ok(StatFs { block_size: 4096, name_max: 255, ..Default::default() })
@@ -136,11 +153,15 @@ impl Inode for SynthDir {
 struct SynthDirFile {
     stat: Stat,
     entries: Vec<(Vec<u8>, u64, FileType)>,
+    syncs: bool,
 }
 
 impl FileOps for SynthDirFile {
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.stat)
+    }
+    fn sync(&self, _data_only: bool) -> Result<(), FsError> {
+        if self.syncs { Ok(()) } else { Err(FsError::Invalid) }
     }
     fn seekable(&self) -> bool {
         true
@@ -167,14 +188,19 @@ pub struct SynthFile {
     ino: u64,
     mode: u32,
     generate: Generator,
+    /// As [`SynthDir`]'s.
+    syncs: bool,
 }
 
 impl SynthFile {
+    /// A file generated at each open, as a procfs file is (fsync on it
+    /// fails with EINVAL).
     pub fn inode(perm: u32, generate: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static) -> Arc<dyn Inode> {
         Arc::new(SynthFile {
             ino: next_ino(),
             mode: FileType::Regular.mode_bits() | perm,
             generate: Box::new(generate),
+            syncs: false,
         })
     }
 }
@@ -190,7 +216,7 @@ impl Inode for SynthFile {
         if flags.writable() {
             return Err(FsError::PermissionDenied);
         }
-        Ok(Arc::new(Snapshot { stat: self.stat()?, data: (self.generate)()? }))
+        Ok(Arc::new(Snapshot { stat: self.stat()?, data: (self.generate)()?, syncs: self.syncs }))
     }
 }
 
@@ -198,6 +224,7 @@ impl Inode for SynthFile {
 struct Snapshot {
     stat: Stat,
     data: Vec<u8>,
+    syncs: bool,
 }
 
 impl FileOps for Snapshot {
@@ -220,6 +247,9 @@ impl FileOps for Snapshot {
     }
     fn seekable(&self) -> bool {
         true
+    }
+    fn sync(&self, _data_only: bool) -> Result<(), FsError> {
+        if self.syncs { Ok(()) } else { Err(FsError::Invalid) }
     }
 }
 

@@ -88,7 +88,9 @@ pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile) -> Result<ElfInfo, LoadErro
                 if p.last() != Some(&0) {
                     return Err(LoadError::BadFormat);
                 }
-                p.pop();
+                // The path is a C string: it ends at the first NUL.
+                let end = p.iter().position(|b| *b == 0).expect("ends with NUL");
+                p.truncate(end);
                 interpreter = Some(p);
             }
             elf::PT_PHDR => phdr_vaddr = Some(ph.p_vaddr(e)),

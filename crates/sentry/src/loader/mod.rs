@@ -30,6 +30,9 @@ pub enum LoadError {
     /// Not an ELF file for this machine, and not a script.
     #[error("exec format error")]
     BadFormat,
+    /// The ELF interpreter (PT_INTERP) is no ELF file for this machine.
+    #[error("accessing a corrupted shared library")]
+    BadInterpreter,
     /// An interpreter is itself a script too many times over.
     #[error("too many levels of interpreters")]
     TooManyInterpreters,
@@ -48,10 +51,36 @@ pub struct Executable {
     pub file: Arc<OpenFile>,
 }
 
+/// The program to run, as execve and execveat name it.
+pub enum ExecFile {
+    /// A path, relative ones from `start` (execveat's directory) or the
+    /// working directory; a final symlink is followed unless `follow` is
+    /// false (then it is ELOOP).
+    Path { start: Option<Arc<Dentry>>, path: Vec<u8>, follow: bool },
+    /// An open file (execveat with AT_EMPTY_PATH).
+    Open(Arc<Dentry>),
+}
+
 /// Opens `path` for execution: it must be a regular file with execute
 /// permission.
 pub fn open_executable(resolver: &Resolver, path: &[u8]) -> Result<Executable, LoadError> {
-    let dentry = resolver.resolve(None, path, Lookup::FOLLOW).map_err(LoadError::Lookup)?;
+    open_exec(resolver, &ExecFile::Path { start: None, path: path.to_vec(), follow: true })
+}
+
+/// Opens the program for execution: it must be a regular file with execute
+/// permission.
+pub fn open_exec(resolver: &Resolver, file: &ExecFile) -> Result<Executable, LoadError> {
+    let dentry = match file {
+        ExecFile::Path { start, path, follow } => {
+            let how = if *follow { Lookup::FOLLOW } else { Lookup::NOFOLLOW };
+            let d = resolver.resolve(start.as_ref(), path, how).map_err(LoadError::Lookup)?;
+            if d.file_type() == FileType::Symlink {
+                return Err(LoadError::Lookup(FsError::Loop));
+            }
+            d
+        }
+        ExecFile::Open(d) => d.clone(),
+    };
     if dentry.file_type() != FileType::Regular {
         return Err(LoadError::NotExecutable);
     }
@@ -101,24 +130,33 @@ pub fn parse_shebang(head: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
 }
 
 /// The program to run after following `#!` lines: the executable, and argv
-/// rewritten as the kernel does (interpreter, its argument, the script
-/// path, then the original arguments but the first).
+/// rewritten as the kernel does (interpreter, its argument, the script's
+/// name, then the original arguments but the first). `filename` is the
+/// name the program goes by (Linux's bprm->filename), given to a script's
+/// interpreter; if `filename_inaccessible`, the interpreter could not open
+/// it (a descriptor closed on exec), so a script cannot run: ENOENT.
 pub fn resolve_interpreters(
     resolver: &Resolver,
-    path: &[u8],
+    file: &ExecFile,
+    filename: &[u8],
+    filename_inaccessible: bool,
     mut argv: Vec<Vec<u8>>,
 ) -> Result<(Executable, Vec<Vec<u8>>, ElfInfo), LoadError> {
-    let mut path = path.to_vec();
+    let mut exe = open_exec(resolver, file)?;
+    let mut name = filename.to_vec();
     for _ in 0..=MAX_INTERPRETERS {
-        let exe = open_executable(resolver, &path)?;
         let head = read_at(&*exe.file.ops, &exe.file, 0, SHEBANG_MAX).map_err(LoadError::Io)?;
         if let Some((interp, arg)) = parse_shebang(&head) {
+            if filename_inaccessible {
+                return Err(LoadError::Lookup(FsError::NotFound));
+            }
             let mut new_argv = vec![interp.clone()];
             new_argv.extend(arg);
-            new_argv.push(path.clone());
+            new_argv.push(name);
             new_argv.extend(argv.into_iter().skip(1));
             argv = new_argv;
-            path = interp;
+            exe = open_executable(resolver, &interp)?;
+            name = interp;
             continue;
         }
         let info = parse_elf(&*exe.file.ops, &exe.file)?;
@@ -176,11 +214,14 @@ pub fn load(
     let mut entry = main.bias + info.entry;
     let mut interp_base = 0;
     if let Some(interp_path) = &info.interpreter {
-        let ie = open_executable(resolver, interp_path).map_err(|e| match e {
-            LoadError::Lookup(_) => LoadError::BadFormat,
+        // A missing interpreter is the error of opening it (ENOENT), as
+        // Linux's open_exec gives; one that is no ELF file for this machine
+        // is ELIBBAD.
+        let ie = open_executable(resolver, interp_path)?;
+        let iinfo = parse_elf(&*ie.file.ops, &ie.file).map_err(|e| match e {
+            LoadError::BadFormat => LoadError::BadInterpreter,
             e => e,
         })?;
-        let iinfo = parse_elf(&*ie.file.ops, &ie.file)?;
         if iinfo.interpreter.is_some() {
             return Err(LoadError::BadFormat);
         }

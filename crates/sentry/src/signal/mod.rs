@@ -2,6 +2,8 @@
 //! actions.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use linux_raw_sys::general as g;
 
@@ -157,36 +159,94 @@ impl SigInfo {
     }
 }
 
-/// Pending signals: one instance of each standard signal, every instance of
-/// a real-time one, each with its siginfo.
-#[derive(Clone, Debug, Default)]
-pub struct SigQueue {
-    set: SigSet,
-    infos: VecDeque<SigInfo>,
+/// Signals queued for a user, counted against RLIMIT_SIGPENDING as Linux
+/// counts them: every queued siginfo, whoever sent it. The processes of a
+/// sandbox share one account (they are one user of the host).
+#[derive(Debug, Default)]
+pub struct SignalAccount {
+    queued: AtomicU64,
 }
 
-/// Most real-time signals queued at once (RLIMIT_SIGPENDING-like bound).
-const MAX_QUEUED: usize = 4096;
+/// Most siginfos the sentry keeps queued for one account whatever the
+/// limit says: signals past it are still delivered, without their siginfo.
+const MAX_QUEUED: u64 = 1 << 20;
+
+impl SignalAccount {
+    /// Siginfos queued now.
+    pub fn queued(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Room for one more siginfo: always given when `enforce` is false (the
+    /// count still grows), else only while the count stays within `limit`.
+    fn charge(self: &Arc<Self>, limit: u64, enforce: bool) -> Option<Charge> {
+        let limit = if enforce { limit.min(MAX_QUEUED) } else { MAX_QUEUED };
+        let n = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
+        if n > limit {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Charge(self.clone()))
+    }
+}
+
+/// One queued siginfo's place in its account, given back when dropped.
+#[derive(Debug)]
+struct Charge(Arc<SignalAccount>);
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A queued signal instance and what it costs its account.
+#[derive(Debug)]
+struct Queued {
+    info: SigInfo,
+    _charge: Charge,
+}
+
+/// A real-time signal sent with a siginfo of the sender's (sigqueue,
+/// tgkill) found the queue full: the send fails with EAGAIN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFull;
+
+/// Pending signals: one instance of each standard signal, every instance of
+/// a real-time one, each with its siginfo. A signal can be pending without
+/// a siginfo when there was no room for one (Linux's lost siginfo); it is
+/// then delivered as a kill from pid 0.
+#[derive(Debug, Default)]
+pub struct SigQueue {
+    set: SigSet,
+    infos: VecDeque<Queued>,
+}
 
 impl SigQueue {
     pub fn pending(&self) -> SigSet {
         self.set
     }
 
-    /// Adds a signal; a standard signal already pending is not queued again
-    /// (except a POSIX timer's, which has a queue entry of its own, as on
-    /// Linux). Returns false if it was dropped.
-    pub fn enqueue(&mut self, info: SigInfo) -> bool {
+    /// Adds a signal, its siginfo charged to `account` within `limit` as
+    /// Linux's __send_signal does. A standard signal already pending is not
+    /// queued again (except a POSIX timer's, which has a queue entry of its
+    /// own, as on Linux). Only real-time signals sent with a siginfo of the
+    /// sender's are refused when there is no room; others lose their
+    /// siginfo, and standard ones sent by kill or the kernel always get
+    /// one. Returns false if the signal was already pending.
+    pub fn enqueue(&mut self, info: SigInfo, account: &Arc<SignalAccount>, limit: u64) -> Result<bool, QueueFull> {
         let timer = matches!(info.fields, SigFields::Timer { .. });
         if info.signo < SIGRTMIN && self.set.contains(info.signo) && !timer {
-            return false;
+            return Ok(false);
         }
-        if self.infos.len() >= MAX_QUEUED && info.signo >= SIGRTMIN {
-            return false;
+        let enforce = !timer && (info.signo >= SIGRTMIN || info.code < 0);
+        match account.charge(limit, enforce) {
+            Some(c) => self.infos.push_back(Queued { info, _charge: c }),
+            None if info.signo >= SIGRTMIN && info.code != code::SI_USER => return Err(QueueFull),
+            None => {}
         }
         self.set.add(info.signo);
-        self.infos.push_back(info);
-        true
+        Ok(true)
     }
 
     /// Takes the next signal allowed by `allowed`: synchronous ones first,
@@ -204,22 +264,34 @@ impl SigQueue {
 
     /// Takes the first instance of `sig`.
     pub fn take(&mut self, sig: u32) -> Option<SigInfo> {
-        let i = self.infos.iter().position(|s| s.signo == sig)?;
-        let info = self.infos.remove(i).expect("present");
-        if !self.infos.iter().any(|s| s.signo == sig) {
+        if !self.set.contains(sig) {
+            return None;
+        }
+        let Some(i) = self.infos.iter().position(|s| s.info.signo == sig) else {
+            // Pending without a siginfo.
+            self.set.remove(sig);
+            return Some(SigInfo {
+                signo: sig,
+                errno: 0,
+                code: code::SI_USER,
+                fields: SigFields::Kill { pid: 0, uid: 0 },
+            });
+        };
+        let q = self.infos.remove(i).expect("present");
+        if !self.infos.iter().any(|s| s.info.signo == sig) {
             self.set.remove(sig);
         }
-        Some(info)
+        Some(q.info)
     }
 
     /// True if some queued signal passes `f`.
     pub fn any(&self, f: impl Fn(&SigInfo) -> bool) -> bool {
-        self.infos.iter().any(f)
+        self.infos.iter().any(|q| f(&q.info))
     }
 
     /// Discards every instance of the signals in `set`.
     pub fn discard(&mut self, set: SigSet) {
-        self.infos.retain(|s| !set.contains(s.signo));
+        self.infos.retain(|s| !set.contains(s.info.signo));
         self.set = self.set.minus(set);
     }
 }
@@ -357,12 +429,15 @@ mod tests {
 
     #[test]
     fn standard_signals_coalesce_realtime_ones_queue() {
+        let acct = Arc::new(SignalAccount::default());
         let mut q = SigQueue::default();
-        assert!(q.enqueue(SigInfo::kernel(g::SIGUSR1)));
-        assert!(!q.enqueue(SigInfo::kernel(g::SIGUSR1)));
-        assert!(q.enqueue(SigInfo::kernel(40)));
-        assert!(q.enqueue(SigInfo::kernel(40)));
-        assert!(q.enqueue(SigInfo::kernel(g::SIGSEGV)));
+        let mut put = |i| q.enqueue(i, &acct, 100);
+        assert_eq!(put(SigInfo::kernel(g::SIGUSR1)), Ok(true));
+        assert_eq!(put(SigInfo::kernel(g::SIGUSR1)), Ok(false));
+        assert_eq!(put(SigInfo::kernel(40)), Ok(true));
+        assert_eq!(put(SigInfo::kernel(40)), Ok(true));
+        assert_eq!(put(SigInfo::kernel(g::SIGSEGV)), Ok(true));
+        assert_eq!(acct.queued(), 4);
         assert_eq!(q.dequeue(SigSet(u64::MAX)).unwrap().signo, g::SIGSEGV, "synchronous first");
         assert_eq!(q.dequeue(SigSet(u64::MAX)).unwrap().signo, g::SIGUSR1);
         assert_eq!(q.dequeue(SigSet::of(g::SIGUSR2)), None, "blocked signals stay");
@@ -370,6 +445,27 @@ mod tests {
         assert!(q.pending().contains(40), "second instance still pending");
         assert_eq!(q.dequeue(SigSet(u64::MAX)).unwrap().signo, 40);
         assert!(q.pending().is_empty());
+        assert_eq!(acct.queued(), 0, "every charge given back");
+    }
+
+    #[test]
+    fn a_full_queue_refuses_only_realtime_siginfos() {
+        let acct = Arc::new(SignalAccount::default());
+        let mut q = SigQueue::default();
+        let queued = |signo, code| SigInfo { signo, errno: 0, code, fields: SigFields::None };
+        assert_eq!(q.enqueue(queued(40, code::SI_QUEUE), &acct, 1), Ok(true));
+        assert_eq!(q.enqueue(queued(40, code::SI_QUEUE), &acct, 1), Err(QueueFull));
+        assert_eq!(q.enqueue(queued(41, code::SI_TKILL), &acct, 1), Err(QueueFull));
+        assert_eq!(q.enqueue(queued(41, code::SI_USER), &acct, 1), Ok(true), "kill loses the siginfo");
+        assert_eq!(q.enqueue(queued(g::SIGUSR1, code::SI_QUEUE), &acct, 1), Ok(true));
+        assert_eq!(q.enqueue(SigInfo::kernel(g::SIGUSR2), &acct, 1), Ok(true), "kernel signals have room");
+        assert_eq!(acct.queued(), 2);
+        let lost = q.take(g::SIGUSR1).unwrap();
+        assert_eq!((lost.code, lost.fields), (code::SI_USER, SigFields::Kill { pid: 0, uid: 0 }));
+        assert_eq!(q.take(41).unwrap().fields, SigFields::Kill { pid: 0, uid: 0 });
+        assert_eq!(q.take(40).unwrap().code, code::SI_QUEUE);
+        assert_eq!(q.take(g::SIGUSR2).unwrap().code, code::SI_KERNEL);
+        assert_eq!(acct.queued(), 0);
     }
 
     #[test]

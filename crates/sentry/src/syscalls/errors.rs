@@ -90,6 +90,7 @@ impl From<LoadError> for Errno {
             LoadError::Lookup(f) => f.into(),
             LoadError::NotExecutable => Errno::EACCES,
             LoadError::BadFormat => Errno::ENOEXEC,
+            LoadError::BadInterpreter => Errno::ELIBBAD,
             LoadError::TooManyInterpreters => Errno::ELOOP,
             LoadError::TooBig => Errno::E2BIG,
             LoadError::NoMemory => Errno::ENOMEM,

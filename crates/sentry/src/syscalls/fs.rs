@@ -7,7 +7,7 @@ use linux_raw_sys::ioctl as ioc;
 
 use super::{SysError, SysResult, file, read_path, start_dir};
 use crate::errno::Errno;
-use crate::fs::{Dentry, FileType, FsError, Lookup, OpenFile, OpenFlags, Stat};
+use crate::fs::{Dentry, FileOwner, FileType, FsError, Lookup, OpenFile, OpenFlags, Stat};
 use crate::task::Task;
 
 fn resolve(task: &Task, dirfd: u64, path: &[u8], how: Lookup) -> Result<Arc<Dentry>, SysError> {
@@ -379,8 +379,58 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
                 _ => Ok(0),
             }
         }
-        g::F_GETOWN | g::F_SETOWN | g::F_GETSIG | g::F_SETSIG => {
-            file(task, a[0])?;
+        g::F_GETOWN => {
+            let (kind, id) = live_owner(task, &*file(task, a[0])?);
+            Ok((if kind == FileOwner::Group { -id } else { id }) as i64 as u64)
+        }
+        g::F_SETOWN => {
+            let f = file(task, a[0])?;
+            let who = arg as i32;
+            if who == i32::MIN {
+                return Err(Errno::EINVAL.into());
+            }
+            let (kind, id) = if who < 0 { (FileOwner::Group, -who) } else { (FileOwner::Process, who) };
+            if id != 0 && !task.kernel.procs.lock().unwrap().id_in_use(id) {
+                return Err(Errno::ESRCH.into());
+            }
+            f.set_owner(kind, id);
+            Ok(0)
+        }
+        g::F_GETOWN_EX => {
+            let (kind, id) = live_owner(task, &*file(task, a[0])?);
+            let ty = match kind {
+                FileOwner::Thread => g::F_OWNER_TID,
+                FileOwner::Process => g::F_OWNER_PID,
+                FileOwner::Group => g::F_OWNER_PGRP,
+            };
+            let mut o = <g::f_owner_ex as crate::abi::Pod>::zeroed();
+            o.type_ = ty as _;
+            o.pid = id;
+            task.mm.write_pod(arg, &o)?;
+            Ok(0)
+        }
+        g::F_SETOWN_EX => {
+            let f = file(task, a[0])?;
+            let o: g::f_owner_ex = task.mm.read_pod(arg)?;
+            let kind = match o.type_ as u32 {
+                g::F_OWNER_TID => FileOwner::Thread,
+                g::F_OWNER_PID => FileOwner::Process,
+                g::F_OWNER_PGRP => FileOwner::Group,
+                _ => return Err(Errno::EINVAL.into()),
+            };
+            if o.pid != 0 && (o.pid < 0 || !task.kernel.procs.lock().unwrap().id_in_use(o.pid)) {
+                return Err(Errno::ESRCH.into());
+            }
+            f.set_owner(kind, o.pid);
+            Ok(0)
+        }
+        g::F_GETSIG => Ok(u64::from(file(task, a[0])?.owner_signal())),
+        g::F_SETSIG => {
+            let f = file(task, a[0])?;
+            if arg > crate::signal::NSIG as u64 {
+                return Err(Errno::EINVAL.into());
+            }
+            f.set_owner_signal(arg as u32);
             Ok(0)
         }
         g::F_GETPIPE_SZ => {
@@ -398,6 +448,19 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
         }
         _ => Err(Errno::EINVAL.into()),
     }
+}
+
+/// A file's owner as F_GETOWN reports it: the id only while what it names
+/// still exists.
+fn live_owner(task: &Task, f: &OpenFile) -> (FileOwner, i32) {
+    let (kind, id) = f.owner();
+    let tree = task.kernel.procs.lock().unwrap();
+    let live = match kind {
+        FileOwner::Thread => tree.thread(id).is_some(),
+        FileOwner::Process => tree.group(id).is_some(),
+        FileOwner::Group => tree.group_exists(id),
+    };
+    (kind, if live { id } else { 0 })
 }
 
 pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -660,6 +723,24 @@ pub fn umask(task: &mut Task, a: &[u64; 6]) -> SysResult {
 pub fn fd_noop(task: &mut Task, a: &[u64; 6]) -> SysResult {
     file(task, a[0])?;
     Ok(0)
+}
+
+/// fsync and fdatasync: what the file's own operation answers.
+fn sync_file(task: &Task, fd: u64, data_only: bool) -> SysResult {
+    let f = file(task, fd)?;
+    if f.flags().contains(OpenFlags::PATH) {
+        return Err(Errno::EBADF.into());
+    }
+    f.ops.sync(data_only)?;
+    Ok(0)
+}
+
+pub fn fsync(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    sync_file(task, a[0], false)
+}
+
+pub fn fdatasync(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    sync_file(task, a[0], true)
 }
 
 pub fn sync(_task: &mut Task, _a: &[u64; 6]) -> SysResult {

@@ -1,11 +1,13 @@
 //! System information, randomness and scheduling.
 
+use std::sync::Arc;
+
 use linux_raw_sys::general as g;
 use linux_raw_sys::system as s;
 
-use super::SysResult;
+use super::{SysError, SysResult};
 use crate::errno::Errno;
-use crate::task::Task;
+use crate::task::{Task, TaskShared, all_cpus_mask, online_cpus};
 
 fn fill(dst: &mut [std::ffi::c_char], v: &[u8]) {
     let n = dst.len() - 1;
@@ -15,12 +17,11 @@ fn fill(dst: &mut [std::ffi::c_char], v: &[u8]) {
 }
 
 pub fn uname(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let host = rustix::system::uname();
     let mut u = <s::new_utsname as crate::abi::Pod>::zeroed();
     fill(&mut u.sysname, b"Linux");
     fill(&mut u.nodename, task.kernel.config.hostname.as_bytes());
-    fill(&mut u.release, host.release().to_bytes());
-    fill(&mut u.version, host.version().to_bytes());
+    fill(&mut u.release, crate::kernel::kernel_release().as_bytes());
+    fill(&mut u.version, crate::kernel::KERNEL_VERSION.as_bytes());
     fill(&mut u.machine, b"x86_64");
     fill(&mut u.domainname, b"(none)");
     task.mm.write_pod(a[0], &u)?;
@@ -55,35 +56,43 @@ pub fn getrandom(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(len as u64)
 }
 
-/// CPUs the sandbox runs on, as an affinity mask.
-fn cpu_mask() -> Vec<u8> {
-    let n = crate::task::online_cpus();
-    let mut m = vec![0u8; n.div_ceil(64) * 8];
-    for c in 0..n {
-        m[c / 8] |= 1 << (c % 8);
+/// The thread an affinity call names: the caller for 0, else any thread of
+/// the sandbox; ESRCH if there is none.
+fn affinity_target(task: &Task, pid: i32) -> Result<Arc<TaskShared>, SysError> {
+    if pid == 0 {
+        return Ok(task.shared.clone());
     }
-    m
+    Ok(task.kernel.procs.lock().unwrap().thread(pid).ok_or(Errno::ESRCH)?)
 }
 
 pub fn sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (pid, len) = (a[0] as i32, a[1] as usize);
-    if pid != 0 && pid != task.tid() && pid != task.tg.tgid {
-        return Err(Errno::ESRCH.into());
-    }
-    let m = cpu_mask();
-    if len < m.len() || len % 8 != 0 {
+    let size = all_cpus_mask().len();
+    if len.saturating_mul(8) < online_cpus() || !len.is_multiple_of(8) {
         return Err(Errno::EINVAL.into());
     }
-    task.mm.copy_out(a[2], &m)?;
-    Ok(m.len() as u64)
+    let m = affinity_target(task, pid)?.affinity.lock().unwrap().clone();
+    task.mm.copy_out(a[2], &m[..size.min(len)])?;
+    Ok(size.min(len) as u64)
 }
 
+/// sched_setaffinity: the mask is kept for the thread (what
+/// sched_getaffinity then reports); host threads are not pinned.
 pub fn sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let mut m = vec![0u8; (a[1] as usize).min(1024)];
-    task.mm.copy_in(a[2], &mut m)?;
+    let all = all_cpus_mask();
+    // Bytes past the sandbox's CPUs are ignored; a short mask means the
+    // CPUs it does not reach are not wanted.
+    let mut m = vec![0u8; all.len()];
+    let n = (a[1] as usize).min(all.len());
+    task.mm.copy_in(a[2], &mut m[..n])?;
+    let target = affinity_target(task, a[0] as i32)?;
+    for (b, online) in m.iter_mut().zip(&all) {
+        *b &= online;
+    }
     if m.iter().all(|b| *b == 0) {
         return Err(Errno::EINVAL.into());
     }
+    *target.affinity.lock().unwrap() = m;
     Ok(0)
 }
 

@@ -31,6 +31,19 @@ fn check_writable(f: &OpenFile) -> Result<(), SysError> {
     if !f.writable() { Err(Errno::EBADF.into()) } else { Ok(()) }
 }
 
+/// The checks of a transfer at an explicit position, in Linux's order: an
+/// O_PATH descriptor is no file for it, then a stream cannot be read or
+/// written at a position whatever its access mode (ESPIPE before EBADF).
+fn check_positional(f: &OpenFile) -> Result<(), SysError> {
+    if f.flags().contains(OpenFlags::PATH) {
+        return Err(Errno::EBADF.into());
+    }
+    if !f.ops.seekable() {
+        return Err(Errno::ESPIPE.into());
+    }
+    Ok(())
+}
+
 /// Reads into pinned buffers at the file's offset or at `pos`.
 fn read_into(f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usize, SysError> {
     let slices: Vec<GuestSliceMut> = bufs.iter_mut().flat_map(|p| p.slices_mut()).collect();
@@ -58,6 +71,22 @@ fn read_into(f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usiz
 /// Writes pinned buffers at the file's offset (or its end with O_APPEND),
 /// or at `pos`.
 fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) -> Result<usize, SysError> {
+    if f.ops.writes_each_buffer() && bufs.len() > 1 {
+        let mut done = 0;
+        for b in bufs {
+            match write_from(task, f, std::slice::from_ref(b), pos.map(|p| p + done as u64)) {
+                Ok(n) => {
+                    done += n;
+                    if n < b.len() {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        return Ok(done);
+    }
     let slices: Vec<GuestSlice> = bufs.iter().flat_map(|p| p.slices()).collect();
     if slices.is_empty() {
         return Ok(0);
@@ -149,9 +178,10 @@ pub fn read(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn pread64(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let f = file(task, a[0])?;
-    check_readable(&f)?;
     let pos = offset_arg(a[3])?;
+    let f = file(task, a[0])?;
+    check_positional(&f)?;
+    check_readable(&f)?;
     let mut p = [pin_one(task, a[1], a[2], true)?];
     Ok(read_into(&f, &mut p, Some(pos))? as u64)
 }
@@ -164,12 +194,12 @@ pub fn readv(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn preadv(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let pos = offset_arg(a[3])?;
     let f = file(task, a[0])?;
+    check_positional(&f)?;
     check_readable(&f)?;
-    let pos = a[3] as i64;
     let mut p = pin_iov(task, a[1], a[2], true)?;
-    let pos = if pos == -1 { None } else { Some(offset_arg(pos as u64)?) };
-    Ok(read_into(&f, &mut p, pos)? as u64)
+    Ok(read_into(&f, &mut p, Some(pos))? as u64)
 }
 
 pub fn write(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -180,9 +210,10 @@ pub fn write(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn pwrite64(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let f = file(task, a[0])?;
-    check_writable(&f)?;
     let pos = offset_arg(a[3])?;
+    let f = file(task, a[0])?;
+    check_positional(&f)?;
+    check_writable(&f)?;
     let p = [pin_one(task, a[1], a[2], false)?];
     Ok(write_from(task, &f, &p, Some(pos))? as u64)
 }
@@ -195,12 +226,12 @@ pub fn writev(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn pwritev(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let pos = offset_arg(a[3])?;
     let f = file(task, a[0])?;
+    check_positional(&f)?;
     check_writable(&f)?;
-    let pos = a[3] as i64;
     let p = pin_iov(task, a[1], a[2], false)?;
-    let pos = if pos == -1 { None } else { Some(offset_arg(pos as u64)?) };
-    Ok(write_from(task, &f, &p, pos)? as u64)
+    Ok(write_from(task, &f, &p, Some(pos))? as u64)
 }
 
 pub fn lseek(task: &mut Task, a: &[u64; 6]) -> SysResult {

@@ -65,17 +65,20 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
         if !f.readable() {
             return Err(Errno::EACCES.into());
         }
-        if f.ops.anonymous_mapping() {
-            if shared { Backing::Shared { object: SharedMemory::new(mf), offset: 0 } } else { Backing::Anonymous }
-        } else {
-            let m = f.ops.mappable().ok_or(Errno::ENODEV)?;
-            if shared && !f.writable() {
-                if access.write {
-                    return Err(Errno::EACCES.into());
-                }
-                max_access = Access::ALL.without_write();
+        let anonymous = f.ops.anonymous_mapping();
+        let mappable = if anonymous { None } else { Some(f.ops.mappable().ok_or(Errno::ENODEV)?) };
+        // A shared mapping writes through to the file (even /dev/zero's,
+        // as far as permissions go): never writable without write access.
+        if shared && !f.writable() {
+            if access.write {
+                return Err(Errno::EACCES.into());
             }
-            Backing::File { file: m, offset: off, shared, name: f.dentry.clone() }
+            max_access = Access::ALL.without_write();
+        }
+        match mappable {
+            None if shared => Backing::Shared { object: SharedMemory::new(mf), offset: 0 },
+            None => Backing::Anonymous,
+            Some(m) => Backing::File { file: m, offset: off, shared, name: f.dentry.clone() },
         }
     };
     let mflags = MapFlags {

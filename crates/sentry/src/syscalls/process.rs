@@ -8,8 +8,10 @@ use linux_raw_sys::prctl as pr;
 use super::{SysError, SysResult, read_path, start_dir};
 use crate::errno::Errno;
 use crate::fs::{OpenFile, OpenFlags};
+use crate::loader::ExecFile;
 use crate::signal::SigFields;
 use crate::task::creds::{Creds, Ids};
+use crate::task::exec::ExecRequest;
 use crate::task::pidfd::PidFd;
 use crate::task::{
     CloneArgs, ExitKind, ExitStatus, ProcessView, Rlimit, Task, ThreadGroup, WaitFor, WaitOptions, WaitOutcome,
@@ -535,39 +537,55 @@ fn read_string_array(task: &Task, addr: u64) -> Result<Vec<Vec<u8>>, SysError> {
     }
 }
 
-fn execve_common(task: &mut Task, path: Vec<u8>, argv_addr: u64, envp_addr: u64) -> SysResult {
+fn execve_common(task: &mut Task, req: ExecRequest, argv_addr: u64, envp_addr: u64) -> SysResult {
     let argv = read_string_array(task, argv_addr)?;
     let envp = read_string_array(task, envp_addr)?;
-    crate::task::exec::exec(task, &path, argv, envp)?;
+    crate::task::exec::exec(task, &req, argv, envp)?;
     Ok(0)
 }
 
 pub fn execve(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let path = read_path(task, a[0])?;
-    execve_common(task, path, a[1], a[2])
+    execve_common(task, ExecRequest::path(&path), a[1], a[2])
 }
 
+/// execveat: a path from a directory descriptor, or with AT_EMPTY_PATH the
+/// open file itself (whatever its name now is, or whether the caller's root
+/// still reaches it). Such a program goes by the name /dev/fd/N[/path].
 pub fn execveat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let flags = a[4] as u32;
+    let (dirfd, flags) = (a[0] as i32, a[4] as u32);
     if flags & !(g::AT_EMPTY_PATH | g::AT_SYMLINK_NOFOLLOW) != 0 {
         return Err(Errno::EINVAL.into());
     }
+    let follow = flags & g::AT_SYMLINK_NOFOLLOW == 0;
     let path = read_path(task, a[1])?;
-    let full = if path.is_empty() {
+    let req = if path.is_empty() {
         if flags & g::AT_EMPTY_PATH == 0 {
             return Err(Errno::ENOENT.into());
         }
-        super::file(task, a[0])?.path().ok_or(Errno::ENOENT)?
-    } else if path[0] == b'/' || a[0] as i32 == g::AT_FDCWD {
-        path
+        let f = super::file(task, a[0])?;
+        // A file without a name (a pipe) is nothing to execute.
+        let d = f.dentry.clone().ok_or(Errno::EACCES)?;
+        ExecRequest {
+            file: ExecFile::Open(d),
+            filename: format!("/dev/fd/{dirfd}").into_bytes(),
+            comm_from_file: true,
+            filename_inaccessible: task.files.entry(dirfd)?.cloexec,
+        }
+    } else if path[0] == b'/' || dirfd == g::AT_FDCWD {
+        ExecRequest { file: ExecFile::Path { start: None, path: path.clone(), follow }, ..ExecRequest::path(&path) }
     } else {
-        let dir = start_dir(task, a[0], &path)?.ok_or(Errno::EBADF)?;
-        let mut p = dir.path();
-        p.push(b'/');
-        p.extend(path);
-        p
+        let dir = start_dir(task, a[0], &path)?;
+        let mut filename = format!("/dev/fd/{dirfd}/").into_bytes();
+        filename.extend_from_slice(&path);
+        ExecRequest {
+            file: ExecFile::Path { start: dir, path, follow },
+            filename,
+            comm_from_file: false,
+            filename_inaccessible: task.files.entry(dirfd)?.cloexec,
+        }
     };
-    execve_common(task, full, a[2], a[3])
+    execve_common(task, req, a[2], a[3])
 }
 
 fn rlimit_in(task: &Task, addr: u64) -> Result<Rlimit, SysError> {

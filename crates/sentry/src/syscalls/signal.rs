@@ -8,7 +8,7 @@ use linux_raw_sys::general as g;
 use super::{SysError, SysResult, read_timeout};
 use crate::errno::Errno;
 use crate::signal::{KernelSigAction, NSIG, SigAction, SigInfo, SigSet, code};
-use crate::task::{BlockError, INIT_PID, Task, block_on, send_to_group, send_to_thread, take_signal};
+use crate::task::{BlockError, INIT_PID, Task, block_on, queue_to_group, queue_to_thread, send_to_group, take_signal};
 
 /// MINSIGSTKSZ: the smallest alternate stack accepted.
 const MINSIGSTKSZ: u64 = 2048;
@@ -128,10 +128,12 @@ pub fn rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> SysResult {
             // Unblock the awaited signals while waiting so their arrival
             // wakes this thread; they are taken here, never by a handler.
             let saved = task.signal_mask();
+            task.shared.sig.lock().unwrap().real_blocked = saved;
             task.set_signal_mask(saved.minus(set));
             let deadline = timeout.map(|d| Instant::now() + d);
             let r = block_on(&[], deadline, || take(task));
             task.set_signal_mask(saved);
+            task.shared.sig.lock().unwrap().real_blocked = SigSet::EMPTY;
             match r {
                 Ok(i) => i,
                 Err(BlockError::TimedOut) => return Err(Errno::EAGAIN.into()),
@@ -189,14 +191,15 @@ pub fn sigaltstack(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// Sends `info` to a process; ESRCH if there is none.
+/// Sends `info` to a process; ESRCH if there is none, EAGAIN if a
+/// real-time signal's siginfo finds the queue full.
 fn kill_process(task: &Task, pid: i32, info: Option<SigInfo>) -> Result<(), SysError> {
     let tg = task.kernel.procs.lock().unwrap().group(pid).ok_or(Errno::ESRCH)?;
     if tg.state.lock().unwrap().zombie && info.is_none() {
         return Ok(());
     }
     if let Some(i) = info {
-        send_to_group(&task.kernel, &tg, i);
+        queue_to_group(&task.kernel, &tg, i).map_err(|_| Errno::EAGAIN)?;
     }
     Ok(())
 }
@@ -242,7 +245,7 @@ fn kill_thread(task: &Task, tgid: Option<i32>, tid: i32, info: Option<SigInfo>) 
         return Err(Errno::ESRCH.into());
     }
     if let Some(i) = info {
-        send_to_thread(&task.kernel, &t, i);
+        queue_to_thread(&task.kernel, &t, i).map_err(|_| Errno::EAGAIN)?;
     }
     Ok(0)
 }
@@ -312,7 +315,7 @@ pub fn pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> SysResult {
     match scope {
         PIDFD_SIGNAL_THREAD => {
             if let Some(t) = process.main_thread() {
-                send_to_thread(&task.kernel, &t, info);
+                queue_to_thread(&task.kernel, &t, info).map_err(|_| Errno::EAGAIN)?;
             }
         }
         PIDFD_SIGNAL_PROCESS_GROUP => {
@@ -326,7 +329,7 @@ pub fn pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> SysResult {
         }
         _ => {
             if !process.state.lock().unwrap().zombie {
-                send_to_group(&task.kernel, &process, info);
+                queue_to_group(&task.kernel, &process, info).map_err(|_| Errno::EAGAIN)?;
             }
         }
     }

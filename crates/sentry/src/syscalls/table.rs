@@ -60,8 +60,8 @@ table! {
     uname => info::uname, [Ptr], Int;
     fcntl => fs::fcntl, [Fd, FcntlCmd, Hex], Int;
     flock => fs::fd_noop, [Fd, Int], Int;
-    fsync => fs::fd_noop, [Fd], Int;
-    fdatasync => fs::fd_noop, [Fd], Int;
+    fsync => fs::fsync, [Fd], Int;
+    fdatasync => fs::fdatasync, [Fd], Int;
     truncate => fs::truncate, [Path, Long], Int;
     ftruncate => fs::ftruncate, [Fd, Long], Int;
     getcwd => fs::getcwd, [Ptr, UInt], Int;

@@ -1,12 +1,12 @@
 //! clone, fork and vfork: new threads and processes.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use linux_raw_sys::general as g;
 
 use super::pidfd::PidFd;
-use super::{ProcessView, Task, TaskShared, ThreadGroup, run_task};
+use super::{ProcessView, Task, TaskShared, ThreadGroup, WaitQueue, run_task};
 use crate::errno::Errno;
 use crate::fs::{OpenFile, OpenFlags};
 use crate::mm::MemoryManager;
@@ -27,20 +27,23 @@ pub struct CloneArgs {
 /// A vfork parent waits on this until its child execs or exits.
 #[derive(Default)]
 pub struct VforkDone {
-    done: Mutex<bool>,
-    cv: Condvar,
+    done: AtomicBool,
+    queue: WaitQueue,
 }
 
 impl VforkDone {
     pub fn release(&self) {
-        *self.done.lock().unwrap() = true;
-        self.cv.notify_all();
+        self.done.store(true, Ordering::Release);
+        self.queue.notify_all();
     }
 
-    fn wait(&self) {
-        let mut d = self.done.lock().unwrap();
-        while !*d {
-            d = self.cv.wait(d).unwrap();
+    /// Waits as Linux's killable wait does: signals wait until the child
+    /// is done, but a fatal one (which kills the process at once, see
+    /// `kill_if_fatal`) ends the wait.
+    fn wait(&self, parent: &TaskShared) {
+        let _r = self.queue.register(&parent.waiter);
+        while !self.done.load(Ordering::Acquire) && !parent.is_killed() {
+            parent.waiter.sleep(None);
         }
     }
 }
@@ -119,7 +122,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
             }
             Arc::new(Mutex::new(h))
         };
-        let tg = ThreadGroup::new(tid, handlers, args.exit_signal);
+        let tg = ThreadGroup::new(tid, handlers, args.exit_signal, parent.tg.signal_account.clone());
         tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
         let mut info = parent.tg.info.lock().unwrap().clone();
         info.comm = parent.shared.comm.lock().unwrap().clone();
@@ -133,6 +136,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     let shared = TaskShared::new(tid, tg.clone(), mask);
     *shared.comm.lock().unwrap() = parent.shared.comm.lock().unwrap().clone();
     shared.no_new_privs.store(parent.shared.no_new_privs.load(Ordering::Relaxed), Ordering::Relaxed);
+    *shared.affinity.lock().unwrap() = parent.shared.affinity.lock().unwrap().clone();
 
     let mut regs = parent.regs;
     regs.rax = 0;
@@ -231,7 +235,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     }
     kernel.spawn_task_thread(tid, move || run_task(child));
     if let Some(v) = vfork {
-        v.wait();
+        v.wait(&parent.shared);
     }
     Ok(tid)
 }

@@ -38,17 +38,45 @@ impl Task {
     }
 }
 
-/// Loads `path` into a new address space and makes it the task's program.
-/// On error the task is unchanged.
-pub fn exec(task: &mut Task, path: &[u8], argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>) -> Result<(), LoadError> {
+/// What execve was asked to run.
+pub struct ExecRequest {
+    pub file: loader::ExecFile,
+    /// The name the program goes by (Linux's bprm->filename): the path as
+    /// given, or /dev/fd/N[/path] when execveat names it by a descriptor.
+    /// A script's interpreter gets it; AT_EXECFN shows it.
+    pub filename: Vec<u8>,
+    /// The new comm is the name of the file run (execveat with
+    /// AT_EMPTY_PATH) rather than the last component of `filename`.
+    pub comm_from_file: bool,
+    /// `filename` names a descriptor closed on exec: the new program could
+    /// not open it, so a script is refused.
+    pub filename_inaccessible: bool,
+}
+
+impl ExecRequest {
+    /// A program named by a path.
+    pub fn path(path: &[u8]) -> ExecRequest {
+        ExecRequest {
+            file: loader::ExecFile::Path { start: None, path: path.to_vec(), follow: true },
+            filename: path.to_vec(),
+            comm_from_file: false,
+            filename_inaccessible: false,
+        }
+    }
+}
+
+/// Loads the program into a new address space and makes it the task's
+/// program. On error the task is unchanged.
+pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>) -> Result<(), LoadError> {
     let kernel = task.kernel.clone();
     let fsc = task.fs_context();
     let resolver = crate::fs::Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &kernel.mounts };
-    let (exe, argv, info) = loader::resolve_interpreters(&resolver, path, argv)?;
+    let (exe, argv, info) =
+        loader::resolve_interpreters(&resolver, &req.file, &req.filename, req.filename_inaccessible, argv)?;
     let space = kernel.platform.new_address_space().map_err(|_| LoadError::NoMemory)?;
     let stack_limit = task.tg.rlimit(linux_raw_sys::general::RLIMIT_STACK).cur;
     let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, stack_limit));
-    let args = loader::ProgramArgs { argv: &argv, envp: &envp, execfn: path };
+    let args = loader::ProgramArgs { argv: &argv, envp: &envp, execfn: &req.filename };
     let creds = task.tg.creds.lock().unwrap().clone();
     let facts = loader::AuxFacts {
         uid: creds.uid.real,
@@ -89,7 +117,15 @@ pub fn exec(task: &mut Task, path: &[u8], argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>
         st.undumpable = false;
     }
     {
-        let comm: Vec<u8> = exe.dentry.name().iter().take(15).copied().collect();
+        // As Linux names the task: after the file run by descriptor, else
+        // after the last component of the name it was run by (a script's,
+        // a symlink's), cut to 15 bytes.
+        let name = if req.comm_from_file {
+            exe.dentry.name()
+        } else {
+            req.filename.rsplit(|b| *b == b'/').next().unwrap_or(&req.filename)
+        };
+        let comm: Vec<u8> = name.iter().take(15).copied().collect();
         *task.shared.comm.lock().unwrap() = comm.clone();
         let mut info = task.tg.info.lock().unwrap();
         info.exe = Some(exe.dentry.clone());

@@ -30,7 +30,10 @@ pub use creds::Creds;
 pub use exit::{ExitKind, INIT_PID};
 pub use proc_source::{KernelProcSource, online_cpus};
 pub use run::{RestartBlock, current_tgid, run_task};
-pub use signals::{group_exit, notify_parent, send_to_group, send_to_thread, signal_current, take_signal};
+pub use signals::{
+    group_exit, notify_parent, queue_to_group, queue_to_thread, send_to_group, send_to_thread, signal_current,
+    take_signal,
+};
 pub use tree::ProcessTree;
 pub use wait::{WaitFor, WaitOptions, WaitOutcome, wait_child};
 pub use wait_queue::{WaitQueue, Waiter};
@@ -39,7 +42,7 @@ use crate::fd::FdTable;
 use crate::fs::{Dentry, Resolver};
 use crate::kernel::Kernel;
 use crate::mm::MemoryManager;
-use crate::signal::{SigHandlers, SigQueue, SigSet};
+use crate::signal::{SigHandlers, SigQueue, SigSet, SignalAccount};
 
 /// How a process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +148,10 @@ pub struct ThreadSignals {
     /// or chosen for it among its process's. A thread takes signals (and
     /// a blocking call of it is interrupted) only while this is set.
     pub sigpending: bool,
+    /// While in sigtimedwait: the mask from before the wait unblocked the
+    /// awaited signals (Linux's real_blocked). A signal in it is waited
+    /// for, so even one that would kill is left for the wait to take.
+    pub real_blocked: SigSet,
 }
 
 /// The part of a task other tasks reach.
@@ -163,6 +170,20 @@ pub struct TaskShared {
     pub comm: Mutex<Vec<u8>>,
     /// PR_SET_NO_NEW_PRIVS: set once, inherited by clone and kept by execve.
     pub no_new_privs: AtomicBool,
+    /// The CPUs the thread may run on (sched_setaffinity), as the mask
+    /// sched_getaffinity gives: inherited by clone, kept by execve.
+    pub affinity: Mutex<Vec<u8>>,
+}
+
+/// The affinity mask of every CPU the sandbox has, in whole 64-bit words
+/// as Linux's cpumask_size() gives it.
+pub fn all_cpus_mask() -> Vec<u8> {
+    let n = online_cpus();
+    let mut m = vec![0u8; n.div_ceil(64) * 8];
+    for c in 0..n {
+        m[c / 8] |= 1 << (c % 8);
+    }
+    m
 }
 
 impl TaskShared {
@@ -177,6 +198,7 @@ impl TaskShared {
             cpu_ns: AtomicU64::new(0),
             comm: Mutex::new(Vec::new()),
             no_new_privs: AtomicBool::new(false),
+            affinity: Mutex::new(all_cpus_mask()),
         })
     }
 
@@ -297,6 +319,9 @@ pub struct ThreadGroup {
     pub handlers: Mutex<Arc<Mutex<SigHandlers>>>,
     /// Signals sent to the process as a whole.
     pub shared_pending: Mutex<SigQueue>,
+    /// Where the siginfos queued for this process's threads are counted
+    /// against RLIMIT_SIGPENDING (its user's account).
+    pub signal_account: Arc<SignalAccount>,
     /// Live threads.
     pub threads: Mutex<Vec<Arc<TaskShared>>>,
     pub state: Mutex<GroupState>,
@@ -316,11 +341,17 @@ pub struct ThreadGroup {
 }
 
 impl ThreadGroup {
-    pub fn new(tgid: i32, handlers: Arc<Mutex<SigHandlers>>, exit_signal: u32) -> Arc<ThreadGroup> {
+    pub fn new(
+        tgid: i32,
+        handlers: Arc<Mutex<SigHandlers>>,
+        exit_signal: u32,
+        signal_account: Arc<SignalAccount>,
+    ) -> Arc<ThreadGroup> {
         Arc::new(ThreadGroup {
             tgid,
             handlers: Mutex::new(handlers),
             shared_pending: Mutex::new(SigQueue::default()),
+            signal_account,
             threads: Mutex::new(Vec::new()),
             state: Mutex::new(GroupState { exit_signal, ..Default::default() }),
             child_events: WaitQueue::default(),

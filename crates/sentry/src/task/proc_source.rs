@@ -221,23 +221,20 @@ impl ProcSource for KernelProcSource {
                 }
                 Some(s.into_bytes())
             }
-            "filesystems" => Some(b"nodev\tproc\nnodev\tdevtmpfs\n\thostfs\n".to_vec()),
+            "filesystems" => Some(b"nodev\tsysfs\nnodev\tproc\nnodev\tdevtmpfs\n\thostfs\n".to_vec()),
             "uptime" => {
                 let up = k.started.elapsed().as_secs_f64();
                 Some(format!("{up:.2} 0.00\n").into_bytes())
             }
             "loadavg" => Some(b"0.00 0.00 0.00 1/1 1\n".to_vec()),
-            "version" => {
-                let u = rustix::system::uname();
-                Some(
-                    format!(
-                        "Linux version {} (cordon) {}\n",
-                        u.release().to_string_lossy(),
-                        u.version().to_string_lossy()
-                    )
-                    .into_bytes(),
+            "version" => Some(
+                format!(
+                    "Linux version {} (cordon) {}\n",
+                    crate::kernel::kernel_release(),
+                    crate::kernel::KERNEL_VERSION
                 )
-            }
+                .into_bytes(),
+            ),
             "meminfo" => {
                 let total = k.mf.capacity() / 1024;
                 let used = k.mf.stats().frames_in_use * 4;

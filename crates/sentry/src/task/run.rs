@@ -47,6 +47,14 @@ impl Task {
 
     /// A CPU exception other than a page fault.
     fn exception_signal(&mut self, x: platform::Exception) {
+        let mut code = [0u8; 2];
+        let x = if x.vector == platform::arch::vector::INVALID_OPCODE
+            && self.mm.copy_in(self.regs.rip, &mut code).is_ok()
+        {
+            crate::arch::refused_software_interrupt(&x, &code).unwrap_or(x)
+        } else {
+            x
+        };
         let (sig, code) = crate::arch::exception_signal(&x, || self.ctx.fp_state().ok());
         let addr = if code == g::SI_KERNEL as i32 { 0 } else { self.regs.rip };
         let info = SigInfo { signo: sig, errno: 0, code, fields: SigFields::Fault { addr } };

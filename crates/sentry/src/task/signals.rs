@@ -13,7 +13,8 @@ use crate::arch::signal::{FrameSpec, build_frame, frame_sp, restore_frame};
 use crate::errno::Errno;
 use crate::kernel::Kernel;
 use crate::signal::{
-    DefaultAction, SIG_DFL, SIG_IGN, STOP_SIGNALS, SigAction, SigFields, SigInfo, SigSet, default_action, flags,
+    DefaultAction, QueueFull, SIG_DFL, SIG_IGN, STOP_SIGNALS, SigAction, SigFields, SigInfo, SigSet, default_action,
+    flags,
 };
 
 /// Why a signal frame could not be built or restored; the task then gets
@@ -28,6 +29,8 @@ pub enum FrameError {
     NoRestorer,
     #[error("alternate signal stack overflow")]
     StackOverflow,
+    #[error("floating-point state the CPU refuses")]
+    BadFpState,
 }
 
 /// `restart_syscall`.
@@ -171,23 +174,58 @@ fn wants_signal(t: &TaskShared, sig: u32) -> bool {
     !s.sigpending
 }
 
+/// Queues `info` for the process (`thread` None) or one of its threads,
+/// its siginfo charged to the process's account.
+fn enqueue(tg: &ThreadGroup, thread: Option<&TaskShared>, info: SigInfo) -> Result<(), QueueFull> {
+    let limit = tg.rlimit(g::RLIMIT_SIGPENDING).cur;
+    let account = &tg.signal_account;
+    match thread {
+        Some(t) => t.sig.lock().unwrap().pending.enqueue(info, account, limit)?,
+        None => tg.shared_pending.lock().unwrap().enqueue(info, account, limit)?,
+    };
+    Ok(())
+}
+
+/// Linux's complete_signal for a signal that `t` is to take now: one
+/// whose default action kills takes the whole process down at once, as
+/// a SIGKILL would, so that it ends even a thread that waits without
+/// taking signals (a vfork parent). A thread waiting for the signal in
+/// sigtimedwait takes it instead.
+fn kill_if_fatal(tg: &ThreadGroup, t: &TaskShared, sig: u32) {
+    if default_action(sig) != DefaultAction::Terminate {
+        return;
+    }
+    let handler = tg.handlers().lock().unwrap().get(sig).handler;
+    let awaited = t.sig.lock().unwrap().real_blocked.contains(sig);
+    let exiting = tg.state.lock().unwrap().exit.is_some();
+    if handler == SIG_DFL && !awaited && !exiting {
+        group_exit(tg, ExitStatus::Signaled { signal: sig, core: false });
+    }
+}
+
 /// Sends a signal to a process. It waits in the process's queue; one
 /// thread is chosen to take it, as Linux's complete_signal does: the main
 /// thread if it can take it now, else the next one that can, from the one
 /// chosen last time. If none can now, the first to unblock it or to finish
 /// with its other signals takes it.
 pub fn send_to_group(kernel: &Kernel, tg: &Arc<ThreadGroup>, info: SigInfo) {
+    let _ = queue_to_group(kernel, tg, info);
+}
+
+/// [`send_to_group`] for a sender that learns of a full queue: a real-time
+/// signal with the sender's siginfo (sigqueue) is then not sent.
+pub fn queue_to_group(kernel: &Kernel, tg: &Arc<ThreadGroup>, info: SigInfo) -> Result<(), QueueFull> {
     let sig = info.signo;
     if !on_send(kernel, tg, sig) {
-        return;
+        return Ok(());
     }
     let threads: Vec<Arc<TaskShared>> = tg.threads.lock().unwrap().clone();
     let all_block = !threads.is_empty() && threads.iter().all(|t| t.sig.lock().unwrap().mask.contains(sig));
     let mask = if all_block { SigSet::of(sig) } else { SigSet::EMPTY };
     if discarded(tg, sig, mask) {
-        return;
+        return Ok(());
     }
-    tg.shared_pending.lock().unwrap().enqueue(info);
+    enqueue(tg, None, info)?;
     let main = threads.iter().find(|t| t.tid() == tg.tgid);
     let target = match main {
         Some(m) if wants_signal(m, sig) => Some(m),
@@ -203,24 +241,35 @@ pub fn send_to_group(kernel: &Kernel, tg: &Arc<ThreadGroup>, info: SigInfo) {
         }
     };
     if let Some(t) = target {
+        kill_if_fatal(tg, t, sig);
         t.signal_wake_up();
     }
+    Ok(())
 }
 
 /// Sends a signal to one thread.
 pub fn send_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) {
+    let _ = queue_to_thread(kernel, t, info);
+}
+
+/// [`send_to_thread`] for a sender that learns of a full queue.
+pub fn queue_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) -> Result<(), QueueFull> {
     let sig = info.signo;
     if !on_send(kernel, &t.tg, sig) {
-        return;
+        return Ok(());
     }
     let mask = t.sig.lock().unwrap().mask;
     if discarded(&t.tg, sig, mask) {
-        return;
+        return Ok(());
     }
-    t.sig.lock().unwrap().pending.enqueue(info);
+    enqueue(&t.tg, Some(t), info)?;
+    if wants_signal(t, sig) {
+        kill_if_fatal(&t.tg, t, sig);
+    }
     if !mask.contains(sig) {
         t.signal_wake_up();
     }
+    Ok(())
 }
 
 /// A signal the calling thread sends itself from code that has no task at
@@ -232,7 +281,7 @@ pub fn signal_current(sig: u32) {
     if discarded(&t.tg, sig, mask) {
         return;
     }
-    t.sig.lock().unwrap().pending.enqueue(SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid));
+    let _ = enqueue(&t.tg, Some(&t), SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid));
     if !mask.contains(sig) {
         t.signal_wake_up();
     }
@@ -287,7 +336,8 @@ impl Task {
             h.set(sig, SigAction::default());
             s.mask.remove(sig);
         }
-        s.pending.enqueue(info);
+        // A fault's siginfo always has room (its code is positive).
+        let _ = s.pending.enqueue(info, &self.tg.signal_account, self.tg.rlimit(g::RLIMIT_SIGPENDING).cur);
         s.sigpending = true;
         self.last_trap = trap;
     }
@@ -398,7 +448,12 @@ impl Task {
                 return;
             }
             if act.flags & flags::SA_RESETHAND != 0 {
-                handlers.lock().unwrap().set(sig, SigAction::default());
+                // Only the handler goes back to the default; the flags and
+                // mask stay, as Linux's SA_ONESHOT leaves them.
+                let mut h = handlers.lock().unwrap();
+                let mut reset = h.get(sig);
+                reset.handler = SIG_DFL;
+                h.set(sig, reset);
             }
         }
         self.apply_restart(None);
@@ -471,11 +526,18 @@ impl Task {
     }
 
     /// rt_sigreturn: restores what the frame at the stack pointer saved.
+    /// As on Linux, the mask and registers are restored before the FPU
+    /// state; an FPU image the CPU would refuse leaves the FPU reset and
+    /// fails the call (the caller raises SIGSEGV).
     pub fn sigreturn(&mut self) -> Result<(), FrameError> {
         let r = restore_frame(&self.mm, self.regs.rsp, &self.regs)?;
-        self.regs = r.regs;
         self.set_signal_mask(r.mask);
-        self.ctx.set_fp_state(&r.fp)?;
+        self.regs = r.regs;
+        let Some(fp) = r.fp else {
+            self.ctx.set_fp_state(&FpState::default())?;
+            return Err(FrameError::BadFpState);
+        };
+        self.ctx.set_fp_state(&fp)?;
         let (sp, fl, size) = r.altstack;
         let on_alt = self.altstack.2 & g::SS_DISABLE == 0
             && self.regs.rsp > self.altstack.0

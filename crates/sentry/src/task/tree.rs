@@ -111,6 +111,15 @@ impl ProcessTree {
         self.sid.insert(pid, sid);
     }
 
+    /// True if `id` names anything: a thread, a process (a zombie too), a
+    /// process group or a session (Linux's find_vpid finds it).
+    pub fn id_in_use(&self, id: i32) -> bool {
+        self.threads.contains_key(&id)
+            || self.groups.contains_key(&id)
+            || self.pgid.values().any(|g| *g == id)
+            || self.sid.values().any(|s| *s == id)
+    }
+
     /// True if some process belongs to process group `pgid`.
     pub fn group_exists(&self, pgid: i32) -> bool {
         self.pgid.values().any(|g| *g == pgid)

@@ -25,6 +25,20 @@ pub fn exception_signal(e: &Exception, fp: impl FnOnce() -> Option<FpState>) -> 
     }
 }
 
+/// The exception hardware raises for an `int n` (CD ib) the IDT refuses
+/// to user mode, which is every vector but int3's and into's: a general
+/// protection fault whose error code names the IDT entry, (n << 3) | 2.
+/// PVM reports such an instruction as an invalid opcode instead; `code`
+/// holds the bytes at the faulting instruction.
+pub fn refused_software_interrupt(e: &Exception, code: &[u8]) -> Option<Exception> {
+    match (e.vector, code) {
+        (vector::INVALID_OPCODE, [0xcd, n, ..]) => {
+            Some(Exception { vector: vector::GENERAL_PROTECTION, error_code: (u64::from(*n) << 3) | 2 })
+        }
+        _ => None,
+    }
+}
+
 /// The FPE_* code of an x87 (#MF) or SSE (#XM) exception: the first of the
 /// raised and unmasked exceptions, in Linux's order (fpu__exception_code).
 fn fp_exception_code(vector: u8, fp: &FpState) -> i32 {

@@ -170,7 +170,9 @@ pub fn build_frame(mm: &MemoryManager, spec: &FrameSpec) -> Result<Placed, MmErr
 pub struct Restored {
     pub regs: Registers,
     pub mask: SigSet,
-    pub fp: FpState,
+    /// The FPU state; None if the CPU would refuse the saved image (Linux's
+    /// XRSTOR or FXRSTOR of it faults, and sigreturn fails).
+    pub fp: Option<FpState>,
     /// The saved stack_t: (sp, flags, size).
     pub altstack: (u64, u32, u64),
 }
@@ -211,28 +213,60 @@ pub fn restore_frame(mm: &MemoryManager, sp: u64, current: &Registers) -> Result
         get(&f, UCONTEXT + 32),
     );
     let fp_addr = get(&f, SIGCONTEXT + 184);
-    let mut fp = FpState::default();
-    if fp_addr != 0 {
-        let (features, xsize) = xsave_layout();
-        let mut img = vec![0u8; xsize];
-        mm.copy_in(fp_addr, &mut img[..512])?;
-        let magic = u32::from_le_bytes(img[SW_RESERVED..SW_RESERVED + 4].try_into().unwrap());
-        let full = magic == FP_XSTATE_MAGIC1;
-        if full {
-            mm.copy_in(fp_addr + 512, &mut img[512..])?;
-        }
-        fp.0[..xsize].copy_from_slice(&img);
-        fp.0[SW_RESERVED..512].fill(0);
-        // Only enabled components, and an MXCSR the CPU accepts.
-        let bv = if full { u64::from_le_bytes(fp.0[512..520].try_into().unwrap()) & features } else { 0x3 };
-        fp.0[512..520].copy_from_slice(&bv.to_le_bytes());
-        fp.0[520..576].fill(0);
-        let mask_mxcsr = 0xffffu32;
-        let mx = u32::from_le_bytes(fp.0[24..28].try_into().unwrap()) & mask_mxcsr;
-        fp.0[24..28].copy_from_slice(&mx.to_le_bytes());
-        fp.0[28..32].copy_from_slice(&mask_mxcsr.to_le_bytes());
-    }
+    let fp = if fp_addr == 0 { Some(FpState::default()) } else { restore_fp(mm, fp_addr).ok().flatten() };
     Ok(Restored { regs, mask, fp, altstack })
+}
+
+/// MXCSR bits the CPU accepts (MXCSR_MASK; the rest are reserved).
+const MXCSR_MASK: u32 = 0xffff;
+
+/// Reads the FPU image at `addr` as Linux's sigreturn does: the extended
+/// (XSAVE) layout if its software-reserved bytes and second magic word say
+/// so, else the FXSAVE layout alone. None where XRSTOR or FXRSTOR would
+/// fault on it: reserved MXCSR bits, state components the CPU does not
+/// enable, a compacted or non-zero reserved XSAVE header.
+fn restore_fp(mm: &MemoryManager, addr: u64) -> Result<Option<FpState>, MmError> {
+    let (features, xsize) = xsave_layout();
+    let mut img = vec![0u8; xsize];
+    mm.copy_in(addr, &mut img[..512])?;
+    let sw = |o: usize| u32::from_le_bytes(img[SW_RESERVED + o..SW_RESERVED + o + 4].try_into().unwrap());
+    let (magic1, extended_size, xstate_size) = (sw(0), sw(4) as usize, sw(16) as usize);
+    let user_features = u64::from_le_bytes(img[SW_RESERVED + 8..SW_RESERVED + 16].try_into().unwrap());
+    let mut extended =
+        magic1 == FP_XSTATE_MAGIC1 && xstate_size >= 576 && xstate_size <= xsize && xstate_size <= extended_size;
+    if extended {
+        let mut magic2 = [0u8; 4];
+        mm.copy_in(addr + xstate_size as u64, &mut magic2)?;
+        extended = u32::from_le_bytes(magic2) == FP_XSTATE_MAGIC2;
+    }
+    // The components restored from the image; others are reset.
+    let restored = if extended {
+        mm.copy_in(addr + 512, &mut img[512..xstate_size])?;
+        user_features & features
+    } else {
+        0x3
+    };
+    let mxcsr = u32::from_le_bytes(img[24..28].try_into().unwrap());
+    if restored & 0x6 != 0 && mxcsr & !MXCSR_MASK != 0 {
+        return Ok(None);
+    }
+    let mut fp = FpState::default();
+    fp.0[..512].copy_from_slice(&img[..512]);
+    fp.0[SW_RESERVED..512].fill(0);
+    fp.0[28..32].copy_from_slice(&MXCSR_MASK.to_le_bytes());
+    let bv = if extended {
+        let header = &img[512..576];
+        let bv = u64::from_le_bytes(header[..8].try_into().unwrap());
+        if bv & !features != 0 || header[8..].iter().any(|b| *b != 0) {
+            return Ok(None);
+        }
+        fp.0[576..xstate_size].copy_from_slice(&img[576..xstate_size]);
+        bv & restored
+    } else {
+        0x3
+    };
+    fp.0[512..520].copy_from_slice(&bv.to_le_bytes());
+    Ok(Some(fp))
 }
 
 #[cfg(test)]
