@@ -65,6 +65,7 @@ fn many_threads() {
     let exit = &profile["resources_at_exit"];
     assert!(exit["vcpus_created"].as_u64().expect("vcpus_created") <= 2, "more vCPUs than --cpus 2: {exit}");
     assert_eq!(exit["vcpus_in_use"].as_u64(), Some(0), "vCPUs still held: {exit}");
+}
 
 /// `int $0x80` in a 64-bit process: the sandbox runs no 32-bit system
 /// calls, so it is what Linux without IA-32 emulation gives, a general
