@@ -353,7 +353,10 @@ impl KvmContext {
         KvmContext { shared, hold: Hold::new(Some(vcpu)), counts: ExitCounts::default() }
     }
 
-    pub(crate) fn into_vcpu(self) -> Vcpu {
+    /// The vCPU back, for the pool; the probe's exits are not the
+    /// application's and are not counted.
+    pub(crate) fn into_vcpu(mut self) -> Vcpu {
+        self.counts = ExitCounts::default();
         let v = self.hold.lock().vcpu.take().expect("context with a vCPU");
         self.hold.kick.detach();
         v

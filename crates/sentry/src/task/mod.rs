@@ -286,6 +286,9 @@ pub struct GroupState {
     pub stop_unreported: bool,
     /// A SIGCONT was not yet reported to a waiting parent (WCONTINUED).
     pub continue_unreported: bool,
+    /// SIGCONTs sent so far: a stop signal taken before the latest one
+    /// must not stop the process (Linux's JOBCTL_STOP_DEQUEUED).
+    pub continues: u64,
     /// The signal the parent gets when this process dies.
     pub exit_signal: u32,
     /// The process has called execve (setpgid on it then fails).

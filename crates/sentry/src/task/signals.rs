@@ -132,6 +132,7 @@ fn on_send(kernel: &Kernel, tg: &Arc<ThreadGroup>, sig: u32) -> bool {
         }
         let was_stopped = {
             let mut st = tg.state.lock().unwrap();
+            st.continues += 1;
             let was = st.stopped.take().is_some();
             if was {
                 st.stop_unreported = false;
@@ -368,10 +369,12 @@ impl Task {
     }
 
     /// A stop signal with its default action: the whole process stops.
-    fn group_stop(&self, sig: u32) {
+    /// `continues` is the count of SIGCONTs when the signal was taken; a
+    /// later one has already continued the process.
+    fn group_stop(&self, sig: u32, continues: u64) {
         {
             let mut st = self.tg.state.lock().unwrap();
-            if st.exit.is_some() {
+            if st.exit.is_some() || st.continues != continues {
                 return;
             }
             st.stopped = Some(sig);
@@ -417,6 +420,9 @@ impl Task {
             if !self.shared.sig.lock().unwrap().sigpending {
                 break;
             }
+            // Read before the dequeue: a SIGCONT sent after it cancels a
+            // stop signal taken here, as one sent before discards it.
+            let continues = self.tg.state.lock().unwrap().continues;
             let Some(info) = self.dequeue_signal() else { break };
             let sig = info.signo;
             let handlers = self.tg.handlers();
@@ -433,7 +439,7 @@ impl Task {
                         if sig != g::SIGSTOP && self.pgrp_orphaned() {
                             continue;
                         }
-                        self.group_stop(sig);
+                        self.group_stop(sig, continues);
                         continue;
                     }
                     DefaultAction::Terminate | DefaultAction::CoreDump => {
