@@ -4,43 +4,18 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Far more than any of these runs takes: reaching it means a hang.
 const HANG: Duration = Duration::from_secs(60);
 
-/// Waits for `child` to exit and collects its output; fails, after killing
-/// it, if it runs longer than `HANG`. Reading stdout and stderr to their
-/// end also shows that no process kept them open after cordon was gone.
-fn finish(mut child: Child, what: &str) -> Output {
-    let read_all = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
-            }
-            v
-        })
-    };
-    let out = read_all(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let err = read_all(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + HANG;
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let err = err.join().unwrap_or_default();
-            panic!("{what}: still running after {HANG:?}; stderr:\n{}", String::from_utf8_lossy(&err));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output { status, stdout: out.join().expect("stdout"), stderr: err.join().expect("stderr") }
+/// Waits for `child` and collects its output; fails if it runs longer
+/// than `HANG`.
+fn finish(child: Child, what: &str) -> Output {
+    common::finish_within(child, HANG, what)
 }
 
 /// True if `unshare` can run a program as the first process of a new PID

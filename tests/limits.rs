@@ -3,43 +3,18 @@
 
 mod common;
 
-use std::io::Read;
 use std::process::{Child, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{VARIANTS, c_program, c_test, cordon, spawn_cordon_with};
 
 /// Far more than any of these runs takes: reaching it means a hang.
 const HANG: Duration = Duration::from_secs(120);
 
-/// Waits for `child` and collects its output; fails, after killing it, if
-/// it runs longer than `HANG`.
-fn finish(mut child: Child, what: &str) -> Output {
-    let read_all = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
-            }
-            v
-        })
-    };
-    let out = read_all(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let err = read_all(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + HANG;
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let err = err.join().unwrap_or_default();
-            panic!("{what}: still running after {HANG:?}; stderr:\n{}", String::from_utf8_lossy(&err));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output { status, stdout: out.join().expect("stdout"), stderr: err.join().expect("stderr") }
+/// Waits for `child` and collects its output; fails if it runs longer
+/// than `HANG`.
+fn finish(child: Child, what: &str) -> Output {
+    common::finish_within(child, HANG, what)
 }
 
 /// A fork bomb far larger than the limit ends with fork, vfork, clone,

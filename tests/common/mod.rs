@@ -171,3 +171,36 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&base).expect("create scratch directory");
     base
 }
+
+/// Waits for `child` and collects its output; fails, after killing it, if
+/// it runs longer than `limit` (far more than the run takes: reaching it
+/// means a hang). Reading stdout and stderr to their end also shows that no
+/// process kept them open after cordon was gone.
+pub fn finish_within(mut child: std::process::Child, limit: std::time::Duration, what: &str) -> Output {
+    use std::io::Read;
+    let read_all = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = read_all(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let err = read_all(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = err.join().unwrap_or_default();
+            panic!("{what}: still running after {limit:?}; stderr:\n{}", String::from_utf8_lossy(&err));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output { status, stdout: out.join().expect("stdout"), stderr: err.join().expect("stderr") }
+}
