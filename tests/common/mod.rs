@@ -143,10 +143,14 @@ pub fn c_test(name: &str, args: &[&str]) {
             String::from_utf8_lossy(&n.stdout),
             String::from_utf8_lossy(&n.stderr)
         );
-        let s = sandbox(&[], p, args, None);
+        let s = finish_within(spawn_cordon(&[&[p], args].concat()), C_TEST_HANG, &format!("{name}-{v}"));
         assert_same(&format!("{name}-{v}"), &s, &n);
     }
 }
+
+/// Far more than any C test program takes in the sandbox: a hang fails its
+/// test instead of stalling the suite.
+const C_TEST_HANG: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Runs a C test program only in the sandbox (for behaviour that differs
 /// from the host by design, such as the read-only root); it must pass.
