@@ -277,7 +277,9 @@ impl Shared {
             if !pool.waiting.front().is_some_and(|w| Arc::ptr_eq(w, &me)) {
                 continue;
             }
-            if let Some(v) = Self::steal(&mut pool) {
+            // Released vCPUs are handed to the first in line, so one is free
+            // here only if that hand-over found no one; take it all the same.
+            if let Some(v) = pool.free.pop().or_else(|| Self::steal(&mut pool)) {
                 pool.waiting.pop_front();
                 self.waiting.fetch_sub(1, Ordering::AcqRel);
                 pool.holders.push(hold.clone());
@@ -485,11 +487,6 @@ impl KvmPlatform {
     /// Limits the vCPUs application code runs on at once (at least 1).
     pub fn set_vcpu_limit(&self, n: u32) {
         self.shared.lock_pool().limit = n.clamp(1, self.shared.max_vcpus);
-    }
-
-    /// The most vCPUs application code runs on at once.
-    pub fn vcpu_limit(&self) -> u32 {
-        self.shared.lock_pool().limit
     }
 
     /// True if `syscall` stays at CPL 3 on this host (PVM).
