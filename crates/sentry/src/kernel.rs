@@ -126,8 +126,11 @@ impl Kernel {
         }
     }
 
-    /// Runs a task on a new host thread.
-    pub fn spawn_task_thread(self: &Arc<Self>, tid: i32, f: impl FnOnce() + Send + 'static) {
+    /// Makes the host thread a task will run on, parked until
+    /// [`TaskThread::start`]. Made before the task joins the process tree,
+    /// so a host that refuses a thread fails the clone (EAGAIN) with
+    /// nothing to undo.
+    pub fn new_task_thread(self: &Arc<Self>, tid: i32) -> std::io::Result<TaskThread> {
         /// Counts a task thread for as long as its closure lives, however
         /// the task body ends.
         struct LiveThread(Arc<Kernel>);
@@ -140,18 +143,20 @@ impl Kernel {
                 }
             }
         }
+        let (start, body) = std::sync::mpsc::sync_channel::<TaskBody>(1);
         *self.live_threads.lock().unwrap() += 1;
         let live = LiveThread(self.clone());
-        let h = std::thread::Builder::new()
-            .name(format!("task-{tid}"))
-            .spawn(move || {
-                let _live = live;
+        let h = std::thread::Builder::new().name(format!("task-{tid}")).spawn(move || {
+            let _live = live;
+            // A dropped TaskThread ends the thread without running anything.
+            if let Ok(f) = body.recv() {
                 f();
-            })
-            .expect("spawn a task thread");
+            }
+        })?;
         let mut hs = self.host_threads.lock().unwrap();
         hs.retain(|h| !h.is_finished());
         hs.push(h);
+        Ok(TaskThread { start })
     }
 
     /// Host threads running tasks.
@@ -208,5 +213,20 @@ impl Kernel {
         self.root.inode.release_caches();
         self.platform.release_cached();
         self.mf.reclaim();
+    }
+}
+
+type TaskBody = Box<dyn FnOnce() + Send>;
+
+/// A host thread waiting for the task it was made for.
+pub struct TaskThread {
+    start: std::sync::mpsc::SyncSender<TaskBody>,
+}
+
+impl TaskThread {
+    /// Runs `f` (the task's body) on the thread.
+    pub fn start(self, f: impl FnOnce() + Send + 'static) {
+        // The thread holds the receiver until it has taken the body.
+        let _ = self.start.send(Box::new(f));
     }
 }

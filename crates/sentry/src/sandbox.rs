@@ -12,7 +12,7 @@ use crate::fd::FdTable;
 use crate::fs::host::HostFs;
 use crate::fs::stdio::HostStream;
 use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
-use crate::kernel::{Kernel, KernelConfig};
+use crate::kernel::{Kernel, KernelConfig, TaskThread};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
 use crate::profile::{Report, Resources};
@@ -87,6 +87,7 @@ fn env_value<'a>(env: &'a [Vec<u8>], name: &[u8]) -> Option<&'a [u8]> {
 pub struct Sandbox {
     pub kernel: Arc<Kernel>,
     init: Task,
+    init_thread: TaskThread,
     profile: bool,
     resources_at_start: Resources,
 }
@@ -161,7 +162,10 @@ impl Sandbox {
         kernel.procs.lock().unwrap().set_pids_limit(config.pids_limit.map(|n| n as usize));
         let resources_at_start = Resources::now(&kernel);
         let init = Self::first_task(&kernel, config)?;
-        Ok(Sandbox { kernel, init, profile: config.profile, resources_at_start })
+        let init_thread = kernel
+            .new_task_thread(init.tid())
+            .map_err(|e| SandboxError::Setup(format!("cannot make a thread for the first task: {e}")))?;
+        Ok(Sandbox { kernel, init, init_thread, profile: config.profile, resources_at_start })
     }
 
     fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
@@ -269,10 +273,10 @@ impl Sandbox {
     /// Runs the program to completion: until the first process exits, when
     /// every other task is killed and every host thread joined.
     pub fn run(self) -> Outcome {
-        let Sandbox { kernel, init, profile, resources_at_start } = self;
+        let Sandbox { kernel, init, init_thread, profile, resources_at_start } = self;
         let started = std::time::Instant::now();
         let forwarder = Forwarder::start(kernel.clone());
-        kernel.spawn_task_thread(init.tid(), move || run_task(init));
+        init_thread.start(move || run_task(init));
         let status = kernel.wait_init();
         kernel.shutdown();
         forwarder.stop();

@@ -110,6 +110,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     let fs = if has(g::CLONE_FS) { parent.fs.clone() } else { Arc::new(Mutex::new(parent.fs_context())) };
     let files = if has(g::CLONE_FILES) { parent.files.clone() } else { Arc::new(parent.files.fork()) };
     let tid = kernel.allocate_tid();
+    let thread = kernel.new_task_thread(tid).map_err(|_| Errno::EAGAIN)?;
     let tg = if has(g::CLONE_THREAD) {
         parent.tg.clone()
     } else {
@@ -233,7 +234,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         }
         tree.add_thread(&shared);
     }
-    kernel.spawn_task_thread(tid, move || run_task(child));
+    thread.start(move || run_task(child));
     if let Some(v) = vfork {
         v.wait(&parent.shared);
     }
