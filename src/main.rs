@@ -131,6 +131,7 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         args: command,
         env,
         cwd,
+        creds: sentry::task::Creds::of_host(),
         strace: args.strace,
         hostname: args.hostname,
         memory: args.memory.unwrap_or_else(host_memory),

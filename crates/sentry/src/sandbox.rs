@@ -17,7 +17,9 @@ use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
 use crate::profile::{Report, Resources};
 use crate::signal::{SigHandlers, SigInfo, SigSet, code};
-use crate::task::{ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task};
+use crate::task::{
+    Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task,
+};
 use crate::vdso::{Clock, Vdso};
 
 /// What to run and how.
@@ -33,6 +35,8 @@ pub struct SandboxConfig {
     pub env: Vec<Vec<u8>>,
     /// Working directory inside the sandbox.
     pub cwd: Vec<u8>,
+    /// The first process's identity: the caller's, captured at start-up.
+    pub creds: Creds,
     pub strace: bool,
     /// Host name the sandbox reports.
     pub hostname: String,
@@ -89,6 +93,8 @@ pub struct Sandbox {
     init: Task,
     profile: bool,
     resources_at_start: Resources,
+    /// The real user id signals forwarded from outside are sent as.
+    outside_uid: u32,
 }
 
 /// How a sandbox run ended.
@@ -121,10 +127,10 @@ impl Sandbox {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
         }
         let facts = AuxFacts {
-            uid: rustix::process::getuid().as_raw(),
-            euid: rustix::process::geteuid().as_raw(),
-            gid: rustix::process::getgid().as_raw(),
-            egid: rustix::process::getegid().as_raw(),
+            uid: config.creds.uid.real,
+            euid: config.creds.uid.effective,
+            gid: config.creds.gid.real,
+            egid: config.creds.gid.effective,
             hwcap: crate::arch::hwcap(),
             hwcap2: 0,
             min_signal_stack: crate::arch::min_signal_stack(),
@@ -161,13 +167,13 @@ impl Sandbox {
         kernel.procs.lock().unwrap().set_pids_limit(config.pids_limit.map(|n| n as usize));
         let resources_at_start = Resources::now(&kernel);
         let init = Self::first_task(&kernel, config)?;
-        Ok(Sandbox { kernel, init, profile: config.profile, resources_at_start })
+        Ok(Sandbox { kernel, init, profile: config.profile, resources_at_start, outside_uid: config.creds.uid.real })
     }
 
     fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
         let root = kernel.root.clone();
         let cwd = {
-            let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts };
+            let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts, creds: &config.creds };
             r.resolve(None, &config.cwd, Lookup { follow: true, directory: true }).map_err(|e| {
                 SandboxError::Setup(format!("working directory {}: {e}", String::from_utf8_lossy(&config.cwd)))
             })?
@@ -185,7 +191,8 @@ impl Sandbox {
         }
         let tid = kernel.allocate_tid();
         debug_assert_eq!(tid, INIT_PID);
-        let tg = ThreadGroup::new(tid, Arc::new(Mutex::new(SigHandlers::default())), 0, Default::default());
+        let handlers = Arc::new(Mutex::new(SigHandlers::default()));
+        let tg = ThreadGroup::new(tid, handlers, 0, Default::default(), Arc::new(config.creds.clone()));
         let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
         {
             let mut tree = kernel.procs.lock().unwrap();
@@ -253,7 +260,7 @@ impl Sandbox {
             cand.extend_from_slice(prog);
             let found = task.with_resolver(|r| r.resolve(None, &cand, Lookup::FOLLOW));
             if let Ok(d) = found {
-                if d.file_type() == FileType::Regular && d.inode.access(1).is_ok() {
+                if d.file_type() == FileType::Regular && d.inode.access(&config.creds, crate::fs::MAY_EXEC).is_ok() {
                     return Ok(cand);
                 }
                 denied = true;
@@ -269,9 +276,9 @@ impl Sandbox {
     /// Runs the program to completion: until the first process exits, when
     /// every other task is killed and every host thread joined.
     pub fn run(self) -> Outcome {
-        let Sandbox { kernel, init, profile, resources_at_start } = self;
+        let Sandbox { kernel, init, profile, resources_at_start, outside_uid } = self;
         let started = std::time::Instant::now();
-        let forwarder = Forwarder::start(kernel.clone());
+        let forwarder = Forwarder::start(kernel.clone(), outside_uid);
         kernel.spawn_task_thread(init.tid(), move || run_task(init));
         let status = kernel.wait_init();
         kernel.shutdown();
@@ -325,7 +332,9 @@ struct Forwarder {
 }
 
 impl Forwarder {
-    fn start(kernel: Arc<Kernel>) -> Forwarder {
+    /// Signals are sent as from outside the sandbox's pid namespace (pid
+    /// 0) by `uid`.
+    fn start(kernel: Arc<Kernel>, uid: u32) -> Forwarder {
         use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
         let stop = eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd");
         let stop_wait = stop.try_clone().expect("dup eventfd");
@@ -351,7 +360,7 @@ impl Forwarder {
                     let sig = u32::from_le_bytes(info[0..4].try_into().unwrap());
                     let init = kernel.procs.lock().unwrap().group(INIT_PID);
                     if let Some(init) = init {
-                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0));
+                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0, uid));
                     }
                 }
             })

@@ -276,29 +276,6 @@ impl Inode for HostInode {
         }
     }
 
-    fn access(&self, mode: u32) -> Result<(), FsError> {
-        if mode & 2 != 0 {
-            return Err(FsError::ReadOnly);
-        }
-        // faccessat2 on the O_PATH descriptor itself (rustix's wrapper does
-        // not pass AT_EMPTY_PATH through).
-        // SAFETY: the descriptor is open for the duration of the call and
-        // the path is a valid empty C string.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_faccessat2,
-                self.fd.as_raw_fd(),
-                c"".as_ptr(),
-                (mode & 5) as libc::c_int,
-                libc::AT_EMPTY_PATH,
-            )
-        };
-        if r < 0 {
-            return Err(FsError::from_errno(Errno::from_io(&std::io::Error::last_os_error())));
-        }
-        Ok(())
-    }
-
     fn release_caches(&self) {
         self.fs.recent.lock().unwrap().clear();
     }

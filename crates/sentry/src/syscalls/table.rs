@@ -106,6 +106,7 @@ table! {
     getresgid => process::getresgid, [Ptr, Ptr, Ptr], Int;
     getpgid => process::getpgid, [Int], Int;
     capget => process::capget, [Ptr, Ptr], Int;
+    capset => process::capset, [Ptr, Ptr], Int;
     rt_sigpending => signal::rt_sigpending, [Ptr, UInt], Int;
     sigaltstack => signal::sigaltstack, [Ptr, Ptr], Int;
     utime => fs::utimes, [Path, Ptr], Int;
