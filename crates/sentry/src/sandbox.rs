@@ -11,7 +11,8 @@ use platform::{Platform, PlatformError, Registers};
 use crate::fd::FdTable;
 use crate::fs::host::HostFs;
 use crate::fs::stdio::HostStream;
-use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
+use crate::fs::synthetic::SynthDir;
+use crate::fs::{Dentry, FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
 use crate::kernel::{Kernel, KernelConfig};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
@@ -21,6 +22,17 @@ use crate::task::{
     Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task,
 };
 use crate::vdso::{Clock, Vdso};
+
+/// A host directory or file shown at a path of the sandbox (`-v`),
+/// read-only. Names below it are resolved by the sentry, so nothing there
+/// leads back out to the rest of the host: `..` at its top is the mount
+/// point's parent, and symlinks resolve against the sandbox root.
+#[derive(Clone, Debug)]
+pub struct Bind {
+    pub host: PathBuf,
+    /// Absolute path inside the sandbox.
+    pub at: Vec<u8>,
+}
 
 /// What to run and how.
 #[derive(Clone, Debug)]
@@ -37,6 +49,16 @@ pub struct SandboxConfig {
     pub cwd: Vec<u8>,
     /// The first process's identity: the caller's, captured at start-up.
     pub creds: Creds,
+    /// Paths of the root hidden from the program, where they exist: a
+    /// directory shows as an empty read-only one, anything else as
+    /// /dev/null, as OCI runtimes mask paths.
+    pub masks: Vec<Vec<u8>>,
+    /// Directories that must exist (the sandbox's HOME): made empty, in the
+    /// sentry's view only, where the root lacks them.
+    pub make_dirs: Vec<Vec<u8>>,
+    /// Host directories and files mounted into the sandbox, after the
+    /// masks: a bind over a masked path shows what the user chose.
+    pub binds: Vec<Bind>,
     pub strace: bool,
     /// Host name the sandbox reports.
     pub hostname: String,
@@ -121,7 +143,9 @@ impl Sandbox {
             kvm.set_vcpu_limit(n);
         }
         let platform: Arc<dyn Platform> = Arc::new(kvm);
-        let root = HostFs::mount_root(&config.rootfs, mf.clone())
+        let host = HostFs::new(mf.clone()).map_err(|e| SandboxError::Setup(format!("/proc/self/fd: {e}")))?;
+        let root = host
+            .open_tree(&config.rootfs)
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
         if root.file_type() != FileType::Directory {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
@@ -160,6 +184,7 @@ impl Sandbox {
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
         let sysfs = sys::new_sysfs(crate::task::online_cpus());
         kernel.mounts.mount(&kernel.root, b"sys", Mount::new("sysfs", "sysfs", true, sysfs));
+        Self::mount_views(&kernel, &host, config)?;
         if config.profile {
             kernel.stats.enable();
             kernel.platform.enable_timing();
@@ -168,6 +193,49 @@ impl Sandbox {
         let resources_at_start = Resources::now(&kernel);
         let init = Self::first_task(&kernel, config)?;
         Ok(Sandbox { kernel, init, profile: config.profile, resources_at_start, outside_uid: config.creds.uid.real })
+    }
+
+    /// Applies the masks, the directories to make and the binds, in that
+    /// order.
+    fn mount_views(kernel: &Kernel, host: &Arc<HostFs>, config: &SandboxConfig) -> Result<(), SandboxError> {
+        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+        for path in &config.masks {
+            let place =
+                mount_point(kernel, path, false).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
+            if let Some((dir, name, Some(existing))) = place {
+                let cover = if existing.file_type() == FileType::Directory {
+                    empty_dir()
+                } else {
+                    Mount::new("devtmpfs", "masked", true, dev::null_device())
+                };
+                kernel.mounts.mount(&dir, &name, cover);
+            }
+        }
+        for path in &config.make_dirs {
+            let place =
+                mount_point(kernel, path, true).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
+            if let Some((dir, name, None)) = place {
+                kernel.mounts.mount(&dir, &name, empty_dir());
+            }
+        }
+        for b in &config.binds {
+            let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
+            let inode = host.open_tree(&b.host).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
+            let Some((dir, name, existing)) =
+                mount_point(kernel, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
+            else {
+                continue;
+            };
+            let is_dir = inode.file_type() == FileType::Directory;
+            if let Some(e) = existing
+                && (e.file_type() == FileType::Directory) != is_dir
+            {
+                let err = if is_dir { FsError::NotDirectory } else { FsError::IsDirectory };
+                return Err(SandboxError::Setup(format!("{what}: {}: {err}", shown(&b.at))));
+            }
+            kernel.mounts.mount(&dir, &name, Mount::new("hostfs", b.host.display().to_string(), true, inode));
+        }
+        Ok(())
     }
 
     fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
@@ -286,6 +354,47 @@ impl Sandbox {
         let report =
             profile.then(|| Report::collect(&kernel, started.elapsed(), resources_at_start, Resources::now(&kernel)));
         Outcome { status, report }
+    }
+}
+
+/// An empty read-only directory, in the sentry's view only.
+fn empty_dir() -> Arc<Mount> {
+    Mount::new("tmpfs", "tmpfs", true, SynthDir::new(Vec::new()))
+}
+
+/// Where a mount at absolute `path` goes: the directory to hold it, the
+/// name in it, and what is there now if anything. A symlink there is
+/// followed, so the mount covers what it points at, as Linux's does.
+/// Directories missing on the way are made empty when `make` says (else
+/// there is nowhere to mount: None); the root itself is no mount point.
+type MountPlace = (Arc<Dentry>, Vec<u8>, Option<Arc<Dentry>>);
+
+fn mount_point(kernel: &Kernel, path: &[u8], make: bool) -> Result<Option<MountPlace>, FsError> {
+    // The sandbox's own set-up may search anywhere.
+    let creds = Creds::new(0, 0, Vec::new());
+    let root = kernel.root.clone();
+    let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts, creds: &creds };
+    let comps: Vec<&[u8]> = path.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
+    let Some((last, dirs)) = comps.split_last() else { return Err(FsError::Invalid) };
+    let mut dir = root.clone();
+    for c in dirs {
+        dir = match r.resolve(Some(&dir), c, Lookup { follow: true, directory: true }) {
+            Ok(d) => d,
+            Err(FsError::NotFound) if make => {
+                kernel.mounts.mount(&dir, c, empty_dir());
+                r.child(&dir, c)?
+            }
+            Err(FsError::NotFound) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+    }
+    match r.resolve(Some(&dir), last, Lookup::FOLLOW) {
+        Ok(d) => match d.parent() {
+            Some(p) => Ok(Some((p.clone(), d.name().to_vec(), Some(d.clone())))),
+            None => Err(FsError::Invalid),
+        },
+        Err(FsError::NotFound) => Ok(Some((dir, last.to_vec(), None))),
+        Err(e) => Err(e),
     }
 }
 
