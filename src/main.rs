@@ -121,10 +121,12 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
     }
     let binds = args.volumes.iter().map(parse_volume).collect::<Result<Vec<_>>>()?;
     let home = sandbox_home(&rootfs, masking);
-    let (masks, make_dirs) = if masking {
+    let (masks, make_dirs) = if masking && home != b"/" {
         let mut masks = masked_paths();
         masks.push(home.clone());
         (masks, vec![home.clone()])
+    } else if masking {
+        (masked_paths(), Vec::new())
     } else {
         (Vec::new(), Vec::new())
     };

@@ -38,3 +38,13 @@ fn dropping_root_drops_its_powers() {
     let d = fixture();
     c_test("privs", &[d.to_str().unwrap()]);
 }
+
+#[test]
+fn root_names_its_own_host() {
+    require_kvm!();
+    // Only inside the sandbox: natively it would rename the host.
+    let code = "import os, socket; socket.sethostname('renamed-inside'); print(os.uname().nodename)";
+    let out = common::sandbox(&["--hostname", "before"], "/usr/bin/python3", &["-c", code], None);
+    let expected = if rustix::process::geteuid().is_root() { "renamed-inside\n" } else { "" };
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -217,3 +217,12 @@ fn bad_volumes_are_one_line_errors() {
         assert!(err.starts_with("cordon: ") && err.contains(says), "-v {spec}: {err}");
     }
 }
+
+#[test]
+fn home_is_slash_when_the_caller_has_none() {
+    require_kvm!();
+    for home in ["/", "relative"] {
+        let out = run(&[], "/usr/bin/printenv", &["HOME"], &[("HOME", home)], None);
+        assert_eq!(stdout(&out), "/\n", "HOME={home}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}

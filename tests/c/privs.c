@@ -149,6 +149,7 @@ static void as_nobody(const char *dir) {
     CHECK_ERR(execl(plain, plain, (char *)NULL), EACCES);
 
     CHECK_ERR(chroot(dir), EPERM);
+    CHECK_ERR(sethostname("nobody", 6), EPERM);
     CHECK_ERR(chroot(locked), EACCES);
     CHECK_ERR(setuid(0), EPERM);
     CHECK_ERR(setgroups(0, NULL), EPERM);

@@ -128,6 +128,7 @@ table! {
     arch_prctl => process::arch_prctl, [Hex, Hex], Int;
     setrlimit => process::setrlimit, [Int, Ptr], Int;
     chroot => fs::chroot, [Path], Int;
+    sethostname => info::sethostname, [InBuf(1), UInt], Int;
     sync => fs::sync, [], Int;
     gettid => process::gettid, [], Int;
     readahead => fs::fd_noop, [Fd, Long, UInt], Int;
