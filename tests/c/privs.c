@@ -119,6 +119,32 @@ static void keep_caps(void) {
     CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+static const char *self_path;
+
+/* Ambient capabilities survive execve for nobody; nothing else does. */
+static void ambient_over_exec(void) {
+    pid_t p = fork();
+    if (p == 0) {
+        CHECK(prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == 0);
+        CHECK(setresuid(NOBODY, NOBODY, NOBODY) == 0);
+        struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct d[2];
+        CHECK(syscall(SYS_capget, &h, d) == 0);
+        d[0].inheritable = 1u << CAP_DAC_READ_SEARCH;
+        CHECK(syscall(SYS_capset, &h, d) == 0);
+        CHECK_ERR(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_KILL, 0, 0), EPERM);
+        CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0) == 0);
+        CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_DAC_READ_SEARCH, 0, 0) == 1);
+        fflush(stdout);
+        if (t_failures)
+            _exit(1);
+        execl(self_path, self_path, "--after-exec", secret, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /* Nobody may do none of root's things. */
 static void as_nobody(const char *dir) {
     pid_t parent = getppid();
@@ -191,9 +217,15 @@ static void as_nobody(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || geteuid() != 0) {
+    if (argc < 2 || (geteuid() != 0 && argc != 3)) {
         fprintf(stderr, "usage: privs DIR, as root\n");
         return 2;
+    }
+    self_path = argv[0];
+    if (argc == 3 && strcmp(argv[1], "--after-exec") == 0) {
+        caps("after exec");
+        printf("after exec: keepcaps %d, secret %s\n", prctl(PR_GET_KEEPCAPS, 0, 0, 0, 0), strerror(opens(argv[2])));
+        return 0;
     }
     const char *dir = argv[1];
     snprintf(secret, sizeof secret, "%s/secret", dir);
@@ -208,6 +240,7 @@ int main(int argc, char **argv) {
     as_root(dir);
     effective_only();
     keep_caps();
+    ambient_over_exec();
 
     pid_t p = fork();
     if (p == 0) {

@@ -241,15 +241,19 @@ impl Creds {
         c
     }
 
-    /// Adjusts the capabilities after a change of user ids from `old`, as
-    /// Linux does unless securebits say otherwise (cap_emulate_setxuid()
-    /// and the setfsuid rule).
+    /// Adjusts the capabilities after setuid, setreuid or setresuid
+    /// changed the user ids from `old`, as Linux's cap_emulate_setxuid()
+    /// does: leaving uid 0 altogether drops the permitted set (unless
+    /// PR_SET_KEEPCAPS) and the ambient one; the effective set follows the
+    /// effective uid out of and back into 0.
     pub fn fix_caps_after_setuid(&mut self, old: &Ids) {
         let had_root = old.real == 0 || old.effective == 0 || old.saved == 0;
         let has_root = self.uid.real == 0 || self.uid.effective == 0 || self.uid.saved == 0;
-        if had_root && !has_root && !self.keep_caps {
-            self.caps.permitted = 0;
-            self.caps.effective = 0;
+        if had_root && !has_root {
+            if !self.keep_caps {
+                self.caps.permitted = 0;
+                self.caps.effective = 0;
+            }
             self.caps.ambient = 0;
         }
         if old.effective == 0 && self.uid.effective != 0 {
@@ -258,7 +262,6 @@ impl Creds {
         if old.effective != 0 && self.uid.effective == 0 {
             self.caps.effective = self.caps.permitted;
         }
-        self.fix_caps_after_setfsuid(old.fs);
     }
 
     /// The file-system capabilities follow the file-system uid in and out
@@ -272,18 +275,19 @@ impl Creds {
     }
 
     /// The capabilities a new program gets (no file capabilities, no
-    /// set-user-id bits): root's from its inheritable and bounding sets,
-    /// effective only for an effective uid 0; anyone else's ambient ones.
+    /// set-user-id bits), as Linux's cap_bprm_creds_from_file(): a real or
+    /// effective uid 0 counts as a file allowing everything, so the
+    /// permitted set is the bounding and inheritable sets; anyone else
+    /// keeps only the ambient set. All that is permitted is effective for
+    /// an effective uid 0, else only the ambient set.
     pub fn exec(&mut self) {
         let c = &mut self.caps;
-        if self.uid.real == 0 || self.uid.effective == 0 {
-            c.permitted = c.inheritable | c.bounding;
-            c.ambient = 0;
-            c.effective = if self.uid.effective == 0 { c.permitted } else { 0 };
+        c.permitted = if self.uid.real == 0 || self.uid.effective == 0 {
+            c.bounding | c.inheritable | c.ambient
         } else {
-            c.permitted = c.ambient;
-            c.effective = c.ambient;
-        }
+            c.ambient
+        };
+        c.effective = if self.uid.effective == 0 { c.permitted } else { c.ambient };
         self.keep_caps = false;
     }
 
@@ -397,6 +401,27 @@ mod tests {
         let old_fs = c.uid.set_fs(1000, true);
         c.fix_caps_after_setfsuid(old_fs);
         assert!(!c.has(cap::DAC_OVERRIDE) && c.has(cap::KILL), "only the file-system set goes");
+        // A setresuid that leaves the effective uid at 0 resets the
+        // file-system uid but not the capabilities it took.
+        let old = c.uid;
+        c.uid.set_res(KEEP, 0, KEEP, true).unwrap();
+        c.fix_caps_after_setuid(&old);
+        assert_eq!(c.uid.fs, 0);
+        assert!(!c.has(cap::DAC_OVERRIDE));
+    }
+
+    #[test]
+    fn leaving_root_always_drops_the_ambient_set() {
+        let mut c = Creds::new(0, 0, Vec::new());
+        c.keep_caps = true;
+        c.caps.inheritable = 1 << cap::KILL;
+        c.caps.ambient = 1 << cap::KILL;
+        let old = c.uid;
+        c.uid.set(1000, true).unwrap();
+        c.fix_caps_after_setuid(&old);
+        assert_eq!(c.caps.ambient, 0);
+        c.exec();
+        assert_eq!((c.caps.permitted, c.caps.effective), (0, 0), "a non-root program keeps only ambient ones");
     }
 
     #[test]
