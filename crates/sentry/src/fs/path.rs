@@ -269,4 +269,20 @@ mod tests {
         let very_long = "a/".repeat(2100);
         assert_eq!(path(&r, &very_long, Lookup::FOLLOW), Err(FsError::NameTooLong));
     }
+
+    #[test]
+    fn every_directory_walked_needs_search_permission() {
+        let inner: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![(b"f".to_vec(), SynthDir::file_with(b"x".to_vec()))];
+        let locked = SynthDir::with_source(Box::new(inner), 0o700, None);
+        let root = Dentry::root(Mount::new("test", "test", true, SynthDir::new(vec![(b"locked".to_vec(), locked)])));
+        let mounts = MountTable::default();
+        let nobody = Creds::new(65534, 65534, Vec::new());
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &nobody };
+        assert_eq!(path(&r, "/locked", Lookup::FOLLOW).unwrap(), "/locked", "only / is searched");
+        assert_eq!(path(&r, "/locked/f", Lookup::FOLLOW), Err(FsError::PermissionDenied));
+        assert_eq!(path(&r, "/locked/..", Lookup::FOLLOW), Err(FsError::PermissionDenied), "`..` too");
+        let root_creds = Creds::new(0, 0, Vec::new());
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &root_creds };
+        assert_eq!(path(&r, "/locked/f", Lookup::FOLLOW).unwrap(), "/locked/f");
+    }
 }
