@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use sentry::diag;
-use sentry::sandbox::{Sandbox, SandboxConfig};
+use sentry::sandbox::{Bind, Sandbox, SandboxConfig};
 use sentry::task::ExitStatus;
 
 #[derive(Parser)]
@@ -27,15 +27,25 @@ enum Command {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Host directory to use as the sandbox's root (default: the host's /,
-    /// read-only).
+    /// Host directory to use as the sandbox's root, shown whole (default:
+    /// the host's /, read-only, with home directories, credentials and
+    /// daemon state hidden).
     #[arg(long, value_name = "DIR")]
     rootfs: Option<PathBuf>,
-    /// Start with an empty environment instead of the caller's.
-    #[arg(long)]
+    /// Mount a host directory or file at an absolute path of the sandbox,
+    /// read-only (repeatable); it shows even where the default root hides
+    /// things.
+    #[arg(short = 'v', long = "volume", value_name = "HOST:SANDBOX[:ro]")]
+    volumes: Vec<OsString>,
+    /// Start with no variables from the caller's environment at all.
+    #[arg(long, conflicts_with = "env_all")]
     env_clear: bool,
-    /// Set an environment variable (repeatable).
-    #[arg(short = 'e', long = "env", value_name = "NAME=VALUE")]
+    /// Pass the caller's whole environment (default: only PATH, LANG,
+    /// LANGUAGE, LC_*, TERM and TZ, with HOME set inside the sandbox).
+    #[arg(long)]
+    env_all: bool,
+    /// Set an environment variable, or pass the caller's NAME (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<OsString>,
     /// Working directory inside the sandbox (default: the caller's, when it
     /// exists inside the root, else /).
@@ -101,28 +111,58 @@ fn host_memory() -> u64 {
 }
 
 fn build_config(args: RunArgs) -> Result<SandboxConfig> {
+    // Masks hide the host's private places; a root the user chose is shown
+    // as it is.
+    let masking = args.rootfs.is_none();
     let rootfs = args.rootfs.unwrap_or_else(|| PathBuf::from("/"));
     let rootfs = rootfs.canonicalize().with_context(|| format!("--rootfs {}", rootfs.display()))?;
     if !rootfs.is_dir() {
         bail!("--rootfs {}: not a directory", rootfs.display());
     }
-    let mut env: Vec<Vec<u8>> =
-        if args.env_clear { Vec::new() } else { std::env::vars_os().map(|(k, v)| kv(&k, &v)).collect() };
+    let binds = args.volumes.iter().map(parse_volume).collect::<Result<Vec<_>>>()?;
+    let home = sandbox_home(&rootfs, masking);
+    let (masks, make_dirs) = if masking && home != b"/" {
+        let mut masks = masked_paths();
+        masks.push(home.clone());
+        (masks, vec![home.clone()])
+    } else if masking {
+        (masked_paths(), Vec::new())
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut env: Vec<Vec<u8>> = if args.env_clear {
+        Vec::new()
+    } else if args.env_all {
+        std::env::vars_os().map(|(k, v)| kv(&k, &v)).collect()
+    } else {
+        let mut env: Vec<Vec<u8>> =
+            std::env::vars_os().filter(|(k, _)| passed_by_default(k.as_bytes())).map(|(k, v)| kv(&k, &v)).collect();
+        env.push([b"HOME=".as_slice(), &home].concat());
+        env
+    };
     for e in &args.env {
         let b = e.as_bytes();
-        let Some(eq) = b.iter().position(|c| *c == b'=') else {
-            bail!("-e {}: expected NAME=VALUE", e.to_string_lossy())
+        let (name, value) = match b.iter().position(|c| *c == b'=') {
+            Some(eq) => (&b[..eq], Some(b[eq + 1..].to_vec())),
+            None => (b, None),
         };
-        if eq == 0 {
+        if name.is_empty() {
             bail!("-e {}: empty variable name", e.to_string_lossy());
         }
-        let name = &b[..=eq];
-        env.retain(|x| !x.starts_with(name));
-        env.push(b.to_vec());
+        // -e NAME passes the caller's value, if it has one, as docker does.
+        let value = match value {
+            Some(v) => v,
+            None => match std::env::var_os(OsString::from_vec(name.to_vec())) {
+                Some(v) => v.into_vec(),
+                None => continue,
+            },
+        };
+        env.retain(|x| !(x.starts_with(name) && x.get(name.len()) == Some(&b'=')));
+        env.push([name, b"=", &value].concat());
     }
     let cwd = match args.workdir {
         Some(w) => w.into_vec(),
-        None => default_cwd(&rootfs),
+        None => default_cwd(&rootfs, &masks, &binds),
     };
     let command: Vec<Vec<u8>> = args.command.into_iter().map(OsString::into_vec).collect();
     Ok(SandboxConfig {
@@ -131,6 +171,10 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         args: command,
         env,
         cwd,
+        creds: sentry::task::Creds::of_host(),
+        masks,
+        make_dirs,
+        binds,
         strace: args.strace,
         hostname: args.hostname,
         memory: args.memory.unwrap_or_else(host_memory),
@@ -139,6 +183,96 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         profile: args.profile.is_some(),
         test_panic_syscall: std::env::var_os(TEST_PANIC_VAR).is_some_and(|v| v == "1"),
     })
+}
+
+/// What the default root hides: home directories, credentials, host keys
+/// and the state of the host's daemons, as OCI runtimes' masked paths keep
+/// them from a container.
+const MASKED: &[&str] = &[
+    "/root",
+    "/home",
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/var/lib",
+    "/var/log",
+    "/var/mail",
+    "/var/spool",
+    "/var/backups",
+    "/run",
+    "/var/run",
+];
+
+/// Every masked path: the fixed ones and the host's private SSH host keys.
+fn masked_paths() -> Vec<Vec<u8>> {
+    let mut masks: Vec<Vec<u8>> = MASKED.iter().map(|p| p.as_bytes().to_vec()).collect();
+    if let Ok(dir) = std::fs::read_dir("/etc/ssh") {
+        let mut keys: Vec<Vec<u8>> = dir
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().as_bytes().ends_with(b"_key"))
+            .map(|e| e.path().into_os_string().into_vec())
+            .collect();
+        keys.sort();
+        masks.extend(keys);
+    }
+    masks
+}
+
+/// The environment variables passed from the caller by default: what
+/// finding programs, locale and the terminal need, nothing that could be a
+/// credential.
+fn passed_by_default(name: &[u8]) -> bool {
+    matches!(name, b"PATH" | b"LANG" | b"LANGUAGE" | b"TERM" | b"TZ") || name.starts_with(b"LC_")
+}
+
+/// HOME inside the sandbox: the caller's home path, which the default root
+/// shows as an empty read-only directory; under --rootfs, the caller's
+/// home if the tree has it, else /.
+fn sandbox_home(rootfs: &std::path::Path, masking: bool) -> Vec<u8> {
+    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute() && h != "/");
+    match home {
+        Some(h) if masking || rootfs.join(h.strip_prefix("/").unwrap_or(&h)).is_dir() => {
+            // One spelling, so the mask and the variable agree.
+            let clean: PathBuf = h.components().collect();
+            clean.into_os_string().into_vec()
+        }
+        _ => b"/".to_vec(),
+    }
+}
+
+/// `-v HOST:SANDBOX[:ro]`, as docker writes it. Mounts are read-only, as
+/// the whole file system is for now.
+fn parse_volume(v: &OsString) -> Result<Bind> {
+    let shown = v.to_string_lossy();
+    let parts: Vec<&[u8]> = v.as_bytes().split(|b| *b == b':').collect();
+    let (host, at) = match parts.as_slice() {
+        [host, at] => (*host, *at),
+        [host, at, b"ro"] => (*host, *at),
+        [_, _, b"rw"] => bail!("-v {shown}: writable mounts are not supported yet (the file system is read-only)"),
+        [_, _, opt] => bail!("-v {shown}: unknown option '{}' (expected ro)", String::from_utf8_lossy(opt)),
+        _ => bail!("-v {shown}: expected HOST:SANDBOX[:ro]"),
+    };
+    if host.is_empty() {
+        bail!("-v {shown}: empty host path");
+    }
+    let host = PathBuf::from(OsString::from_vec(host.to_vec()));
+    let host = host.canonicalize().with_context(|| format!("-v {shown}: host path {}", host.display()))?;
+    if at.first() != Some(&b'/') {
+        bail!("-v {shown}: the sandbox path must be absolute");
+    }
+    let comps: Vec<&[u8]> = at.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
+    if comps.is_empty() {
+        bail!("-v {shown}: cannot mount over the sandbox's root");
+    }
+    if comps.iter().any(|c| *c == b"." || *c == b"..") {
+        bail!("-v {shown}: the sandbox path may not contain . or ..");
+    }
+    let at = comps.iter().flat_map(|c| [b"/".as_slice(), c]).flatten().copied().collect();
+    Ok(Bind { host, at })
 }
 
 /// Set to 1 (by cordon's own tests only), it makes a system call number
@@ -152,14 +286,23 @@ fn kv(k: &OsString, v: &OsString) -> Vec<u8> {
     e
 }
 
-/// The caller's working directory, if it exists inside the root; else /.
-fn default_cwd(rootfs: &std::path::Path) -> Vec<u8> {
+/// True if `path` is `prefix` or lies below it.
+fn is_under(path: &[u8], prefix: &[u8]) -> bool {
+    path.starts_with(prefix) && (path.len() == prefix.len() || path[prefix.len()] == b'/')
+}
+
+/// The caller's working directory, if the sandbox has a directory at that
+/// path (from the bind covering it, the last one given winning, else from
+/// the root where no mask hides it); else /.
+fn default_cwd(rootfs: &std::path::Path, masks: &[Vec<u8>], binds: &[Bind]) -> Vec<u8> {
     let Ok(cwd) = std::env::current_dir() else { return b"/".to_vec() };
-    if rootfs.join(cwd.strip_prefix("/").unwrap_or(&cwd)).is_dir() {
-        cwd.into_os_string().into_vec()
-    } else {
-        b"/".to_vec()
-    }
+    let path = cwd.as_os_str().as_bytes();
+    let relative = |p: &[u8]| PathBuf::from(OsString::from_vec(p.strip_prefix(b"/").unwrap_or(p).to_vec()));
+    let shown = match binds.iter().rev().find(|b| is_under(path, &b.at)) {
+        Some(b) => b.host.join(relative(&path[b.at.len()..])).is_dir(),
+        None => !masks.iter().any(|m| is_under(path, m)) && rootfs.join(relative(path)).is_dir(),
+    };
+    if shown { cwd.into_os_string().into_vec() } else { b"/".to_vec() }
 }
 
 /// Where the profile goes.

@@ -38,18 +38,20 @@ fn cat_a_file() {
     assert_eq!(out.status.code(), Some(1));
 }
 
-/// `ls -la /` without the lines the sandbox answers differently by design:
-/// `dev`, `proc` and `sys` are the sentry's own mounts, and `total` sums
-/// them. The
-/// columns are aligned to the widest value, which may be on those lines, so
-/// runs of blanks count as one.
+/// Names in / the sandbox answers differently by design: its own mounts,
+/// and the directories the default root masks.
+const OWN_MOUNTS: [&str; 6] = ["dev", "proc", "sys", "home", "root", "run"];
+
+/// `ls -la /` without the lines of [`OWN_MOUNTS`], and `total`, which
+/// sums them. The columns are aligned to the widest value, which may be
+/// on those lines, so runs of blanks count as one.
 fn listing_without_own_mounts(out: &[u8]) -> String {
     String::from_utf8_lossy(out)
         .lines()
         .filter(|l| !l.starts_with("total "))
         .filter(|l| {
             let name = l.split_whitespace().last().unwrap_or("");
-            !["dev", "proc", "sys"].contains(&name)
+            !OWN_MOUNTS.contains(&name)
         })
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") + "\n")
         .collect()
@@ -65,7 +67,7 @@ fn ls_la_root() {
     assert!(nl.lines().count() > 5, "native listing: {nl}");
     assert_eq!(sl, nl);
     let text = String::from_utf8_lossy(&s.stdout);
-    for name in ["dev", "proc", "sys"] {
+    for name in OWN_MOUNTS {
         assert!(text.lines().any(|l| l.ends_with(&format!(" {name}"))), "{name} is listed:\n{text}");
     }
 }

@@ -20,18 +20,20 @@ fn every_executable_kind_runs_with_arguments_and_status() {
 }
 
 #[test]
-fn environment_is_inherited_unless_cleared() {
+fn environment_is_passed_only_when_asked() {
     require_kvm!();
     let p = c_program("hello", "static");
     let p = p.to_str().unwrap();
-    let mut cmd = std::process::Command::new(cordon());
-    cmd.env("CORDON_TEST_VAR", "from caller").args(["run", "--", p]);
-    let out = common::run_with(cmd, None);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CORDON_TEST_VAR=from caller"));
-    let mut cmd = std::process::Command::new(cordon());
-    cmd.env("CORDON_TEST_VAR", "from caller").args(["run", "--env-clear", "--", p]);
-    let out = common::run_with(cmd, None);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CORDON_TEST_VAR=(unset)"));
+    let run = |opts: &[&str]| {
+        let mut cmd = std::process::Command::new(cordon());
+        cmd.env("CORDON_TEST_VAR", "from caller").arg("run").args(opts).args(["--", p]);
+        String::from_utf8_lossy(&common::run_with(cmd, None).stdout).into_owned()
+    };
+    assert!(run(&[]).contains("CORDON_TEST_VAR=(unset)"), "not on the default allow-list");
+    assert!(run(&["--env-all"]).contains("CORDON_TEST_VAR=from caller"));
+    assert!(run(&["-e", "CORDON_TEST_VAR"]).contains("CORDON_TEST_VAR=from caller"));
+    assert!(run(&["--env-all", "--env-clear"]).is_empty(), "the two conflict");
+    assert!(run(&["--env-clear", "-e", "CORDON_TEST_VAR"]).contains("CORDON_TEST_VAR=from caller"));
 }
 
 #[test]

@@ -43,7 +43,7 @@ pub struct KernelConfig {
     pub rootfs: PathBuf,
     /// Print one line per syscall to stderr.
     pub strace: bool,
-    /// Host name the sandbox reports.
+    /// Host name the sandbox reports at first.
     pub hostname: String,
     /// For cordon's own tests: system call [`TEST_PANIC_SYSCALL`] panics
     /// in the sentry, as a bug would.
@@ -60,6 +60,8 @@ pub struct Kernel {
     /// The sandbox's `/`.
     pub root: Arc<Dentry>,
     pub config: KernelConfig,
+    /// The host name uname reports; sethostname changes it.
+    pub hostname: Mutex<Vec<u8>>,
     pub facts: AuxFacts,
     pub started: Instant,
     pub stats: Stats,
@@ -93,6 +95,7 @@ impl Kernel {
             mf,
             mounts: MountTable::default(),
             root: Dentry::root(root_mount),
+            hostname: Mutex::new(config.hostname.as_bytes().to_vec()),
             config,
             facts,
             started: Instant::now(),

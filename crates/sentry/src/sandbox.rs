@@ -11,14 +11,28 @@ use platform::{Platform, PlatformError, Registers};
 use crate::fd::FdTable;
 use crate::fs::host::HostFs;
 use crate::fs::stdio::HostStream;
-use crate::fs::{FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
+use crate::fs::synthetic::SynthDir;
+use crate::fs::{Dentry, FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
 use crate::kernel::{Kernel, KernelConfig, TaskThread};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
 use crate::profile::{Report, Resources};
 use crate::signal::{SigHandlers, SigInfo, SigSet, code};
-use crate::task::{ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task};
+use crate::task::{
+    Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task,
+};
 use crate::vdso::{Clock, Vdso};
+
+/// A host directory or file shown at a path of the sandbox (`-v`),
+/// read-only. Names below it are resolved by the sentry, so nothing there
+/// leads back out to the rest of the host: `..` at its top is the mount
+/// point's parent, and symlinks resolve against the sandbox root.
+#[derive(Clone, Debug)]
+pub struct Bind {
+    pub host: PathBuf,
+    /// Absolute path inside the sandbox.
+    pub at: Vec<u8>,
+}
 
 /// What to run and how.
 #[derive(Clone, Debug)]
@@ -33,6 +47,18 @@ pub struct SandboxConfig {
     pub env: Vec<Vec<u8>>,
     /// Working directory inside the sandbox.
     pub cwd: Vec<u8>,
+    /// The first process's identity: the caller's, captured at start-up.
+    pub creds: Creds,
+    /// Paths of the root hidden from the program, where they exist: a
+    /// directory shows as an empty read-only one, anything else as
+    /// /dev/null, as OCI runtimes mask paths.
+    pub masks: Vec<Vec<u8>>,
+    /// Directories that must exist (the sandbox's HOME): made empty, in the
+    /// sentry's view only, where the root lacks them.
+    pub make_dirs: Vec<Vec<u8>>,
+    /// Host directories and files mounted into the sandbox, after the
+    /// masks: a bind over a masked path shows what the user chose.
+    pub binds: Vec<Bind>,
     pub strace: bool,
     /// Host name the sandbox reports.
     pub hostname: String,
@@ -90,6 +116,8 @@ pub struct Sandbox {
     init_thread: TaskThread,
     profile: bool,
     resources_at_start: Resources,
+    /// The real user id signals forwarded from outside are sent as.
+    outside_uid: u32,
 }
 
 /// How a sandbox run ended.
@@ -116,16 +144,18 @@ impl Sandbox {
             kvm.set_vcpu_limit(n);
         }
         let platform: Arc<dyn Platform> = Arc::new(kvm);
-        let root = HostFs::mount_root(&config.rootfs, mf.clone())
+        let host = HostFs::new(mf.clone()).map_err(|e| SandboxError::Setup(format!("/proc/self/fd: {e}")))?;
+        let root = host
+            .open_tree(&config.rootfs)
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
         if root.file_type() != FileType::Directory {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
         }
         let facts = AuxFacts {
-            uid: rustix::process::getuid().as_raw(),
-            euid: rustix::process::geteuid().as_raw(),
-            gid: rustix::process::getgid().as_raw(),
-            egid: rustix::process::getegid().as_raw(),
+            uid: config.creds.uid.real,
+            euid: config.creds.uid.effective,
+            gid: config.creds.gid.real,
+            egid: config.creds.gid.effective,
             hwcap: crate::arch::hwcap(),
             hwcap2: 0,
             min_signal_stack: crate::arch::min_signal_stack(),
@@ -155,6 +185,7 @@ impl Sandbox {
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
         let sysfs = sys::new_sysfs(crate::task::online_cpus());
         kernel.mounts.mount(&kernel.root, b"sys", Mount::new("sysfs", "sysfs", true, sysfs));
+        Self::mount_views(&kernel, &host, config)?;
         if config.profile {
             kernel.stats.enable();
             kernel.platform.enable_timing();
@@ -165,13 +196,63 @@ impl Sandbox {
         let init_thread = kernel
             .new_task_thread(init.tid())
             .map_err(|e| SandboxError::Setup(format!("cannot make a thread for the first task: {e}")))?;
-        Ok(Sandbox { kernel, init, init_thread, profile: config.profile, resources_at_start })
+        Ok(Sandbox {
+            kernel,
+            init,
+            init_thread,
+            profile: config.profile,
+            resources_at_start,
+            outside_uid: config.creds.uid.real,
+        })
+    }
+
+    /// Applies the masks, the directories to make and the binds, in that
+    /// order.
+    fn mount_views(kernel: &Kernel, host: &Arc<HostFs>, config: &SandboxConfig) -> Result<(), SandboxError> {
+        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+        for path in &config.masks {
+            let place =
+                mount_point(kernel, path, false).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
+            if let Some((dir, name, Some(existing))) = place {
+                let cover = if existing.file_type() == FileType::Directory {
+                    empty_dir()
+                } else {
+                    Mount::new("devtmpfs", "masked", true, dev::null_device())
+                };
+                kernel.mounts.mount(&dir, &name, cover);
+            }
+        }
+        for path in &config.make_dirs {
+            let place =
+                mount_point(kernel, path, true).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
+            if let Some((dir, name, None)) = place {
+                kernel.mounts.mount(&dir, &name, empty_dir());
+            }
+        }
+        for b in &config.binds {
+            let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
+            let inode = host.open_tree(&b.host).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
+            let Some((dir, name, existing)) =
+                mount_point(kernel, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
+            else {
+                continue;
+            };
+            let is_dir = inode.file_type() == FileType::Directory;
+            if let Some(e) = existing
+                && (e.file_type() == FileType::Directory) != is_dir
+            {
+                let err = if is_dir { FsError::NotDirectory } else { FsError::IsDirectory };
+                return Err(SandboxError::Setup(format!("{what}: {}: {err}", shown(&b.at))));
+            }
+            kernel.mounts.mount(&dir, &name, Mount::new("hostfs", b.host.display().to_string(), true, inode));
+        }
+        Ok(())
     }
 
     fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
         let root = kernel.root.clone();
         let cwd = {
-            let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts };
+            let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts, creds: &config.creds };
             r.resolve(None, &config.cwd, Lookup { follow: true, directory: true }).map_err(|e| {
                 SandboxError::Setup(format!("working directory {}: {e}", String::from_utf8_lossy(&config.cwd)))
             })?
@@ -189,7 +270,8 @@ impl Sandbox {
         }
         let tid = kernel.allocate_tid();
         debug_assert_eq!(tid, INIT_PID);
-        let tg = ThreadGroup::new(tid, Arc::new(Mutex::new(SigHandlers::default())), 0, Default::default());
+        let handlers = Arc::new(Mutex::new(SigHandlers::default()));
+        let tg = ThreadGroup::new(tid, handlers, 0, Default::default(), Arc::new(config.creds.clone()));
         let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
         {
             let mut tree = kernel.procs.lock().unwrap();
@@ -257,7 +339,7 @@ impl Sandbox {
             cand.extend_from_slice(prog);
             let found = task.with_resolver(|r| r.resolve(None, &cand, Lookup::FOLLOW));
             if let Ok(d) = found {
-                if d.file_type() == FileType::Regular && d.inode.access(1).is_ok() {
+                if d.file_type() == FileType::Regular && d.inode.access(&config.creds, crate::fs::MAY_EXEC).is_ok() {
                     return Ok(cand);
                 }
                 denied = true;
@@ -273,9 +355,9 @@ impl Sandbox {
     /// Runs the program to completion: until the first process exits, when
     /// every other task is killed and every host thread joined.
     pub fn run(self) -> Outcome {
-        let Sandbox { kernel, init, init_thread, profile, resources_at_start } = self;
+        let Sandbox { kernel, init, init_thread, profile, resources_at_start, outside_uid } = self;
         let started = std::time::Instant::now();
-        let forwarder = Forwarder::start(kernel.clone());
+        let forwarder = Forwarder::start(kernel.clone(), outside_uid);
         init_thread.start(move || run_task(init));
         let status = kernel.wait_init();
         kernel.shutdown();
@@ -283,6 +365,47 @@ impl Sandbox {
         let report =
             profile.then(|| Report::collect(&kernel, started.elapsed(), resources_at_start, Resources::now(&kernel)));
         Outcome { status, report }
+    }
+}
+
+/// An empty read-only directory, in the sentry's view only.
+fn empty_dir() -> Arc<Mount> {
+    Mount::new("tmpfs", "tmpfs", true, SynthDir::new(Vec::new()))
+}
+
+/// Where a mount at absolute `path` goes: the directory to hold it, the
+/// name in it, and what is there now if anything. A symlink there is
+/// followed, so the mount covers what it points at, as Linux's does.
+/// Directories missing on the way are made empty when `make` says (else
+/// there is nowhere to mount: None); the root itself is no mount point.
+type MountPlace = (Arc<Dentry>, Vec<u8>, Option<Arc<Dentry>>);
+
+fn mount_point(kernel: &Kernel, path: &[u8], make: bool) -> Result<Option<MountPlace>, FsError> {
+    // The sandbox's own set-up may search anywhere.
+    let creds = Creds::new(0, 0, Vec::new());
+    let root = kernel.root.clone();
+    let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts, creds: &creds };
+    let comps: Vec<&[u8]> = path.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
+    let Some((last, dirs)) = comps.split_last() else { return Err(FsError::Invalid) };
+    let mut dir = root.clone();
+    for c in dirs {
+        dir = match r.resolve(Some(&dir), c, Lookup { follow: true, directory: true }) {
+            Ok(d) => d,
+            Err(FsError::NotFound) if make => {
+                kernel.mounts.mount(&dir, c, empty_dir());
+                r.child(&dir, c)?
+            }
+            Err(FsError::NotFound) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+    }
+    match r.resolve(Some(&dir), last, Lookup::FOLLOW) {
+        Ok(d) => match d.parent() {
+            Some(p) => Ok(Some((p.clone(), d.name().to_vec(), Some(d.clone())))),
+            None => Err(FsError::Invalid),
+        },
+        Err(FsError::NotFound) => Ok(Some((dir, last.to_vec(), None))),
+        Err(e) => Err(e),
     }
 }
 
@@ -329,7 +452,9 @@ struct Forwarder {
 }
 
 impl Forwarder {
-    fn start(kernel: Arc<Kernel>) -> Forwarder {
+    /// Signals are sent as from outside the sandbox's pid namespace (pid
+    /// 0) by `uid`.
+    fn start(kernel: Arc<Kernel>, uid: u32) -> Forwarder {
         use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
         let stop = eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd");
         let stop_wait = stop.try_clone().expect("dup eventfd");
@@ -355,7 +480,7 @@ impl Forwarder {
                     let sig = u32::from_le_bytes(info[0..4].try_into().unwrap());
                     let init = kernel.procs.lock().unwrap().group(INIT_PID);
                     if let Some(init) = init {
-                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0));
+                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0, uid));
                     }
                 }
             })

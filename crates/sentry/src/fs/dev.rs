@@ -82,6 +82,12 @@ fn mem_device(kind: MemDevice, minor: u32) -> Arc<dyn Inode> {
     inode
 }
 
+/// A /dev/null node, which a masked file of the root shows instead of
+/// itself (as OCI runtimes bind /dev/null over masked files).
+pub fn null_device() -> Arc<dyn Inode> {
+    mem_device(MemDevice::Null, 3)
+}
+
 /// The root of /dev.
 pub fn new_devfs() -> Arc<dyn Inode> {
     let entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![

@@ -83,19 +83,31 @@ pub struct HostFs {
 }
 
 impl HostFs {
-    /// Opens `root` and returns the file system and its root inode.
-    pub fn mount_root(root: &Path, mf: Arc<MemoryFile>) -> Result<Arc<dyn Inode>, FsError> {
+    /// The host's files as the sandbox will see them; nothing is opened
+    /// yet but the means to reopen.
+    pub fn new(mf: Arc<MemoryFile>) -> Result<Arc<HostFs>, FsError> {
         let proc_fd =
             rustix::fs::open("/proc/self/fd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        let fs = Arc::new(HostFs {
+        Ok(Arc::new(HostFs {
             proc_fd,
             mf,
             caches: Mutex::new(HashMap::new()),
             recent: Mutex::new(VecDeque::new()),
             ids: Mutex::new(SandboxIds::default()),
-        });
-        Ok(Arc::new(HostInode::from_fd(fs, fd)?))
+        }))
+    }
+
+    /// The host directory or regular file at `path` (the root, or the
+    /// source of a bind mount), as the root inode of a mount. Host
+    /// pseudo-file-systems are refused here as they are below.
+    pub fn open_tree(self: &Arc<Self>, path: &Path) -> Result<Arc<dyn Inode>, FsError> {
+        let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+        let inode = HostInode::from_fd(self.clone(), fd)?;
+        if !matches!(inode.ftype, FileType::Directory | FileType::Regular) {
+            return Err(FsError::PermissionDenied);
+        }
+        HostInode::check_fs_type(&inode.fd)?;
+        Ok(Arc::new(inode))
     }
 
     /// Opens the object behind an O_PATH descriptor for real.
@@ -274,29 +286,6 @@ impl Inode for HostInode {
             FileType::Symlink => Err(FsError::Loop),
             _ => Err(FsError::PermissionDenied),
         }
-    }
-
-    fn access(&self, mode: u32) -> Result<(), FsError> {
-        if mode & 2 != 0 {
-            return Err(FsError::ReadOnly);
-        }
-        // faccessat2 on the O_PATH descriptor itself (rustix's wrapper does
-        // not pass AT_EMPTY_PATH through).
-        // SAFETY: the descriptor is open for the duration of the call and
-        // the path is a valid empty C string.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_faccessat2,
-                self.fd.as_raw_fd(),
-                c"".as_ptr(),
-                (mode & 5) as libc::c_int,
-                libc::AT_EMPTY_PATH,
-            )
-        };
-        if r < 0 {
-            return Err(FsError::from_errno(Errno::from_io(&std::io::Error::last_os_error())));
-        }
-        Ok(())
     }
 
     fn release_caches(&self) {

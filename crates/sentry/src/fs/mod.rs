@@ -30,6 +30,8 @@ pub use path::{Lookup, Resolver};
 
 use crate::errno::Errno;
 use crate::mm::MemoryManager;
+use crate::task::Creds;
+use crate::task::creds::cap;
 
 /// Errors of the file-system layer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -405,10 +407,12 @@ pub trait Inode: Send + Sync + 'static {
     }
     /// Opens the object. `dentry` is where it was found.
     fn open(&self, dentry: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError>;
-    /// access(2) for mode bits R_OK/W_OK/X_OK (4/2/1).
-    fn access(&self, mode: u32) -> Result<(), FsError> {
-        let st = self.stat()?;
-        check_mode(&st, mode)
+    /// May `creds` read, write or execute (search) the object, for mode
+    /// bits [`MAY_READ`], [`MAY_WRITE`], [`MAY_EXEC`]: the object's owner
+    /// and mode against the credentials. A read-only mount is the caller's
+    /// to check first.
+    fn access(&self, creds: &Creds, mode: u32) -> Result<(), FsError> {
+        generic_permission(&self.stat()?, creds, mode)
     }
     /// statfs(2).
     fn statfs(&self) -> Result<StatFs, FsError> {
@@ -423,27 +427,73 @@ pub trait Inode: Send + Sync + 'static {
     fn release_caches(&self) {}
 }
 
-/// Classic owner/group/other permission check against the sandbox's
-/// credentials (the caller's own).
-pub fn check_mode(st: &Stat, mode: u32) -> Result<(), FsError> {
-    let uid = rustix::process::geteuid().as_raw();
-    let gid = rustix::process::getegid().as_raw();
-    let want = mode & 7;
-    if uid == 0 {
-        // root may do anything but execute a file nobody may execute.
-        if want & 1 != 0 && st.file_type() != FileType::Directory && st.mode & 0o111 == 0 {
-            return Err(FsError::PermissionDenied);
-        }
+/// Permission bits, as access(2)'s R_OK/W_OK/X_OK.
+pub const MAY_EXEC: u32 = 1;
+pub const MAY_WRITE: u32 = 2;
+pub const MAY_READ: u32 = 4;
+
+/// Linux's generic_permission(): the owner's, group's or others' bits,
+/// whichever class `creds` falls in first, then the capabilities that
+/// override them. CAP_DAC_OVERRIDE allows anything but executing a
+/// non-directory nobody may execute; CAP_DAC_READ_SEARCH allows reading
+/// any file and reading and searching any directory.
+pub fn generic_permission(st: &Stat, creds: &Creds, mask: u32) -> Result<(), FsError> {
+    let mask = mask & (MAY_READ | MAY_WRITE | MAY_EXEC);
+    let bits = if st.uid == creds.uid.fs {
+        st.mode >> 6
+    } else if creds.in_group(st.gid) {
+        st.mode >> 3
+    } else {
+        st.mode
+    };
+    if mask & !bits & 7 == 0 {
         return Ok(());
     }
-    let bits = if st.uid == uid {
-        (st.mode >> 6) & 7
-    } else if st.gid == gid {
-        (st.mode >> 3) & 7
-    } else {
-        st.mode & 7
-    };
-    if bits & want == want { Ok(()) } else { Err(FsError::PermissionDenied) }
+    if st.file_type() == FileType::Directory {
+        if mask & MAY_WRITE == 0 && creds.has(cap::DAC_READ_SEARCH) {
+            return Ok(());
+        }
+        if creds.has(cap::DAC_OVERRIDE) {
+            return Ok(());
+        }
+        return Err(FsError::PermissionDenied);
+    }
+    if (mask & MAY_EXEC == 0 || st.mode & 0o111 != 0) && creds.has(cap::DAC_OVERRIDE) {
+        return Ok(());
+    }
+    if mask == MAY_READ && creds.has(cap::DAC_READ_SEARCH) {
+        return Ok(());
+    }
+    Err(FsError::PermissionDenied)
+}
+
+/// May `creds` look names up in directory `dir` (search permission)?
+/// Asked for every directory a path walks through.
+pub fn may_lookup(dir: &Dentry, creds: &Creds) -> Result<(), FsError> {
+    // The capabilities that allow any search spare a stat of each
+    // directory.
+    if creds.has(cap::DAC_READ_SEARCH) || creds.has(cap::DAC_OVERRIDE) {
+        return Ok(());
+    }
+    dir.inode.access(creds, MAY_EXEC)
+}
+
+/// The permission check of opening or asking access(2) about `d`: EROFS
+/// for writing a file, directory or symlink of a read-only mount, then the
+/// object's own check.
+pub fn permission(d: &Dentry, creds: &Creds, mask: u32) -> Result<(), FsError> {
+    if mask & MAY_WRITE != 0
+        && d.mount.read_only
+        && matches!(d.file_type(), FileType::Regular | FileType::Directory | FileType::Symlink)
+    {
+        return Err(FsError::ReadOnly);
+    }
+    // CAP_DAC_OVERRIDE allows anything short of executing, whatever the
+    // mode: no need to ask for it.
+    if mask & MAY_EXEC == 0 && creds.has(cap::DAC_OVERRIDE) {
+        return Ok(());
+    }
+    d.inode.access(creds, mask)
 }
 
 /// How an open file behaves.

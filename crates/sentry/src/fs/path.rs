@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::dentry::MountTable;
-use super::{Dentry, FileType, FsError};
+use super::{Dentry, FileType, FsError, may_lookup};
+use crate::task::Creds;
 
 /// Longest path accepted, with its terminator (PATH_MAX).
 pub const PATH_MAX: usize = 4096;
@@ -31,12 +32,14 @@ impl Lookup {
     pub const NOFOLLOW: Lookup = Lookup { follow: false, directory: false };
 }
 
-/// Resolves paths for one task: its root, its working directory and the
-/// mount table.
+/// Resolves paths for one task: its root, its working directory, the
+/// mount table, and the credentials each directory walked through is
+/// searched with.
 pub struct Resolver<'a> {
     pub root: &'a Arc<Dentry>,
     pub cwd: &'a Arc<Dentry>,
     pub mounts: &'a MountTable,
+    pub creds: &'a Creds,
 }
 
 fn components(path: &[u8]) -> VecDeque<Vec<u8>> {
@@ -79,6 +82,10 @@ impl Resolver<'_> {
             if cur.file_type() != FileType::Directory {
                 return Err(FsError::NotDirectory);
             }
+            // As Linux's link_path_walk: every component, `.` and `..`
+            // included, needs search permission on the directory it is
+            // looked up in.
+            may_lookup(&cur, self.creds)?;
             match c.as_slice() {
                 b"." => continue,
                 b".." => {
@@ -192,7 +199,7 @@ mod tests {
     #[test]
     fn plain_and_dot_paths() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
         assert_eq!(path(&r, "/a/b/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r, "a/./b/../b//file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r, "/", Lookup::FOLLOW).unwrap(), "/");
@@ -205,7 +212,7 @@ mod tests {
     #[test]
     fn dotdot_never_leaves_the_root() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
         assert_eq!(path(&r, "/../../..", Lookup::FOLLOW).unwrap(), "/");
         assert_eq!(path(&r, "../../etc/passwd", Lookup::FOLLOW).unwrap(), "/etc/passwd");
         assert_eq!(path(&r, "/a/out/passwd", Lookup::FOLLOW).unwrap(), "/etc/passwd", "relative link out stays in");
@@ -215,7 +222,7 @@ mod tests {
     #[test]
     fn symlinks_follow_rules() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
         assert_eq!(path(&r, "/a/abs", Lookup::NOFOLLOW).unwrap(), "/a/abs");
         assert_eq!(path(&r, "/a/abs", Lookup::FOLLOW).unwrap(), "/a/b");
         assert_eq!(path(&r, "/a/abs/", Lookup::NOFOLLOW).unwrap(), "/a/b", "a trailing slash follows");
@@ -231,7 +238,7 @@ mod tests {
     #[test]
     fn mounts_are_crossed_both_ways() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
         assert_eq!(path(&r, "/m/inner", Lookup::FOLLOW).unwrap(), "/m/inner");
         assert_eq!(path(&r, "/m/../a/b", Lookup::FOLLOW).unwrap(), "/a/b");
         assert_eq!(path(&r, "/m/inner/..", Lookup::FOLLOW), Err(FsError::NotDirectory));
@@ -242,9 +249,9 @@ mod tests {
     #[test]
     fn relative_to_a_start_directory() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
         let a = r.resolve(None, b"/a", Lookup::FOLLOW).unwrap();
-        let r2 = Resolver { root: &root, cwd: &a, mounts: &mounts };
+        let r2 = Resolver { root: &root, cwd: &a, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
         assert_eq!(path(&r2, "b/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r2, "..", Lookup::FOLLOW).unwrap(), "/");
         let (dir, name) = r2.resolve_parent(None, b"b/newfile").unwrap();
@@ -256,10 +263,26 @@ mod tests {
     #[test]
     fn long_names_are_refused() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts };
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
         let long = "x".repeat(256);
         assert_eq!(path(&r, &long, Lookup::FOLLOW), Err(FsError::NameTooLong));
         let very_long = "a/".repeat(2100);
         assert_eq!(path(&r, &very_long, Lookup::FOLLOW), Err(FsError::NameTooLong));
+    }
+
+    #[test]
+    fn every_directory_walked_needs_search_permission() {
+        let inner: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![(b"f".to_vec(), SynthDir::file_with(b"x".to_vec()))];
+        let locked = SynthDir::with_source(Box::new(inner), 0o700, None);
+        let root = Dentry::root(Mount::new("test", "test", true, SynthDir::new(vec![(b"locked".to_vec(), locked)])));
+        let mounts = MountTable::default();
+        let nobody = Creds::new(65534, 65534, Vec::new());
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &nobody };
+        assert_eq!(path(&r, "/locked", Lookup::FOLLOW).unwrap(), "/locked", "only / is searched");
+        assert_eq!(path(&r, "/locked/f", Lookup::FOLLOW), Err(FsError::PermissionDenied));
+        assert_eq!(path(&r, "/locked/..", Lookup::FOLLOW), Err(FsError::PermissionDenied), "`..` too");
+        let root_creds = Creds::new(0, 0, Vec::new());
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &root_creds };
+        assert_eq!(path(&r, "/locked/f", Lookup::FOLLOW).unwrap(), "/locked/f");
     }
 }

@@ -89,13 +89,15 @@ pub struct Pipe {
     /// Woken when a slot frees up or the last reader leaves.
     writable: WaitQueue,
     ino: u64,
+    /// The user and group that made it (fsuid and fsgid), its owners.
+    owner: (u32, u32),
 }
 
 static PIPE_DEV: AtomicU64 = AtomicU64::new(0x0e);
 
 impl Pipe {
-    /// A new pipe and its two ends.
-    pub fn new_pair() -> (Arc<dyn FileOps>, Arc<dyn FileOps>) {
+    /// A new pipe of `owner` and its two ends.
+    pub fn new_pair(owner: (u32, u32)) -> (Arc<dyn FileOps>, Arc<dyn FileOps>) {
         let p = Arc::new(Pipe {
             state: Mutex::new(State {
                 bufs: VecDeque::new(),
@@ -108,6 +110,7 @@ impl Pipe {
             readable: WaitQueue::default(),
             writable: WaitQueue::default(),
             ino: next_ino(),
+            owner,
         });
         (Arc::new(ReadEnd { pipe: p.clone() }), Arc::new(WriteEnd { pipe: p }))
     }
@@ -203,8 +206,8 @@ impl Pipe {
             ino: self.ino,
             mode: FileType::Fifo.mode_bits() | 0o600,
             nlink: 1,
-            uid: rustix::process::getuid().as_raw(),
-            gid: rustix::process::getgid().as_raw(),
+            uid: self.owner.0,
+            gid: self.owner.1,
             blksize: 4096,
             atime: t,
             mtime: t,
@@ -445,7 +448,7 @@ impl super::Inode for PipeInode {
     fn open(&self, _: &Arc<super::Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         self.0.open_end(flags)
     }
-    fn access(&self, _mode: u32) -> Result<(), FsError> {
+    fn access(&self, _: &crate::task::Creds, _mode: u32) -> Result<(), FsError> {
         Ok(())
     }
     fn read_only(&self) -> bool {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::synthetic::{DirSource, SynthDir, SynthFile, SynthSymlink};
+use super::synthetic::{DirSource, Owner, SynthDir, SynthFile, SynthSymlink};
 use super::{Dentry, FsError, Inode, Mount};
 
 /// What a descriptor refers to.
@@ -23,6 +23,10 @@ pub trait ProcSource: Send + Sync {
     fn pids(&self) -> Vec<i32>;
     /// True if the process exists.
     fn exists(&self, pid: i32) -> bool;
+    /// The process's effective user and group id, which own its /proc
+    /// files, and whether it is dumpable (else root owns all but its
+    /// directory).
+    fn owner(&self, pid: i32) -> Option<(u32, u32, bool)>;
     /// The process's root, working directory and executable.
     fn root(&self, pid: i32) -> Option<Arc<Dentry>>;
     fn cwd(&self, pid: i32) -> Option<Arc<Dentry>>;
@@ -79,7 +83,7 @@ impl DirSource for ProcRoot {
                 if GLOBAL_FILES.contains(&s) {
                     let src = self.src.clone();
                     let n = s.to_string();
-                    return Some(SynthFile::inode(0o444, move || src.global(&n).ok_or(FsError::NotFound)));
+                    return Some(SynthFile::inode(0o444, None, move || src.global(&n).ok_or(FsError::NotFound)));
                 }
                 None
             }
@@ -88,12 +92,25 @@ impl DirSource for ProcRoot {
 }
 
 fn process_dir(src: Arc<dyn ProcSource>, pid: i32) -> Arc<dyn Inode> {
-    SynthDir::with_source(Box::new(ProcessDir { src, pid }), 0o555)
+    let s = src.clone();
+    let owner: Owner = Arc::new(move || s.owner(pid).map_or((0, 0), |(uid, gid, _)| (uid, gid)));
+    SynthDir::with_source(Box::new(ProcessDir { src, pid }), 0o555, Some(owner))
+}
+
+/// A process's files belong to its effective ids while it is dumpable,
+/// else (or once it is gone) to root, as Linux's task_dump_owner has it.
+fn owner_of(src: &Arc<dyn ProcSource>, pid: i32) -> Option<Owner> {
+    let src = src.clone();
+    Some(Arc::new(move || match src.owner(pid) {
+        Some((uid, gid, true)) => (uid, gid),
+        _ => (0, 0),
+    }))
 }
 
 fn link_to(src: Arc<dyn ProcSource>, pid: i32, get: fn(&dyn ProcSource, i32) -> Option<Arc<Dentry>>) -> Arc<dyn Inode> {
     let s2 = src.clone();
     SynthSymlink::magic(
+        owner_of(&src, pid),
         move || get(&*src, pid).map(|d| dentry_path(&d)).ok_or(FsError::NotFound),
         move || get(&*s2, pid).ok_or(FsError::NotFound),
     )
@@ -116,12 +133,12 @@ impl DirSource for ProcessDir {
             b"root" => Some(link_to(src, pid, |s, p| s.root(p))),
             b"cwd" => Some(link_to(src, pid, |s, p| s.cwd(p))),
             b"exe" => Some(link_to(src, pid, |s, p| s.exe(p))),
-            b"fd" => Some(SynthDir::with_source(Box::new(FdDir { src, pid }), 0o500)),
+            b"fd" => Some(SynthDir::with_source(Box::new(FdDir { src: src.clone(), pid }), 0o500, owner_of(&src, pid))),
             _ => {
                 let n = std::str::from_utf8(name).ok()?;
                 PROCESS_FILES.contains(&n).then(|| {
                     let n = n.to_string();
-                    SynthFile::inode(0o444, move || src.file(pid, &n).ok_or(FsError::NotFound))
+                    SynthFile::inode(0o444, owner_of(&src, pid), move || src.file(pid, &n).ok_or(FsError::NotFound))
                 })
             }
         }
@@ -155,6 +172,7 @@ impl FdDir {
         let _present = find(&*src)?;
         let s2 = src.clone();
         Some(SynthSymlink::magic(
+            owner_of(&src, pid),
             move || match find(&*src) {
                 Some(FdTarget::Named(d)) => Ok(dentry_path(&d)),
                 Some(FdTarget::Anonymous { desc, .. }) => Ok(desc),
@@ -174,5 +192,5 @@ impl FdDir {
 
 /// The root of /proc.
 pub fn new_procfs(src: Arc<dyn ProcSource>) -> Arc<dyn Inode> {
-    SynthDir::with_source(Box::new(ProcRoot { src }), 0o555)
+    SynthDir::with_source(Box::new(ProcRoot { src }), 0o555, None)
 }

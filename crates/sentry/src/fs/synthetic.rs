@@ -25,15 +25,29 @@ pub fn boot_time() -> Timespec {
     *T.get_or_init(Timespec::now)
 }
 
+/// Who owns a synthetic object, asked each time it is looked at (a
+/// process's /proc files follow its effective ids).
+pub type Owner = Arc<dyn Fn() -> (u32, u32) + Send + Sync>;
+
+/// The owner's user and group id: root's unless `owner` says (as Linux's
+/// /dev, /sys and /proc's own files belong to root).
+fn owner_ids(owner: &Option<Owner>) -> (u32, u32) {
+    owner.as_ref().map_or((0, 0), |o| o())
+}
+
 fn synthetic_stat(ino: u64, mode: u32, size: u64, nlink: u64) -> Stat {
+    owned_stat(ino, mode, size, nlink, (0, 0))
+}
+
+fn owned_stat(ino: u64, mode: u32, size: u64, nlink: u64, (uid, gid): (u32, u32)) -> Stat {
     let t = boot_time();
     Stat {
         dev: SYNTHETIC_DEV,
         ino,
         mode,
         nlink,
-        uid: rustix::process::getuid().as_raw(),
-        gid: rustix::process::getgid().as_raw(),
+        uid,
+        gid,
         size,
         blksize: 4096,
         atime: t,
@@ -86,6 +100,7 @@ pub struct SynthDir {
     ino: u64,
     mode: u32,
     source: Box<dyn DirSource>,
+    owner: Option<Owner>,
     /// fsync succeeds (as on devtmpfs and sysfs) rather than failing with
     /// EINVAL (as on procfs).
     syncs: bool,
@@ -96,16 +111,17 @@ impl SynthDir {
     /// (fsync on it succeeds).
     pub fn new(entries: Vec<(Vec<u8>, Arc<dyn Inode>)>) -> Arc<SynthDir> {
         let mode = super::FileType::Directory.mode_bits() | 0o755;
-        Arc::new(SynthDir { ino: next_ino(), mode, source: Box::new(entries), syncs: true })
+        Arc::new(SynthDir { ino: next_ino(), mode, source: Box::new(entries), owner: None, syncs: true })
     }
 
     /// A directory whose children `source` computes, as procfs's are
-    /// (fsync on it fails with EINVAL).
-    pub fn with_source(source: Box<dyn DirSource>, perm: u32) -> Arc<SynthDir> {
+    /// (fsync on it fails with EINVAL); root's unless `owner` says.
+    pub fn with_source(source: Box<dyn DirSource>, perm: u32, owner: Option<Owner>) -> Arc<SynthDir> {
         Arc::new(SynthDir {
             ino: next_ino(),
             mode: super::FileType::Directory.mode_bits() | perm,
             source,
+            owner,
             syncs: false,
         })
     }
@@ -117,6 +133,7 @@ impl SynthDir {
             ino: next_ino(),
             mode: FileType::Regular.mode_bits() | 0o444,
             generate: Box::new(move || Ok(data.clone())),
+            owner: None,
             syncs: true,
         })
     }
@@ -127,7 +144,7 @@ impl Inode for SynthDir {
         FileType::Directory
     }
     fn stat(&self) -> Result<Stat, FsError> {
-        Ok(synthetic_stat(self.ino, self.mode, 0, 2))
+        Ok(owned_stat(self.ino, self.mode, 0, 2, owner_ids(&self.owner)))
     }
     fn lookup(&self, name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
         self.source.lookup(name).ok_or(FsError::NotFound)
@@ -188,18 +205,24 @@ pub struct SynthFile {
     ino: u64,
     mode: u32,
     generate: Generator,
+    owner: Option<Owner>,
     /// As [`SynthDir`]'s.
     syncs: bool,
 }
 
 impl SynthFile {
     /// A file generated at each open, as a procfs file is (fsync on it
-    /// fails with EINVAL).
-    pub fn inode(perm: u32, generate: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static) -> Arc<dyn Inode> {
+    /// fails with EINVAL); root's unless `owner` says.
+    pub fn inode(
+        perm: u32,
+        owner: Option<Owner>,
+        generate: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static,
+    ) -> Arc<dyn Inode> {
         Arc::new(SynthFile {
             ino: next_ino(),
             mode: FileType::Regular.mode_bits() | perm,
             generate: Box::new(generate),
+            owner,
             syncs: false,
         })
     }
@@ -210,7 +233,7 @@ impl Inode for SynthFile {
         FileType::Regular
     }
     fn stat(&self) -> Result<Stat, FsError> {
-        Ok(synthetic_stat(self.ino, self.mode, 0, 1))
+        Ok(owned_stat(self.ino, self.mode, 0, 1, owner_ids(&self.owner)))
     }
     fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         if flags.writable() {
@@ -262,23 +285,26 @@ pub struct SynthSymlink {
     ino: u64,
     target: LinkTarget,
     magic: Option<MagicTarget>,
+    owner: Option<Owner>,
 }
 
 impl SynthSymlink {
     pub fn inode(target: &[u8]) -> Arc<dyn Inode> {
         let t = target.to_vec();
-        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(move || Ok(t.clone())), magic: None })
+        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(move || Ok(t.clone())), magic: None, owner: None })
     }
 
     pub fn computed(target: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static) -> Arc<dyn Inode> {
-        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(target), magic: None })
+        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(target), magic: None, owner: None })
     }
 
+    /// A magic link, root's unless `owner` says.
     pub fn magic(
+        owner: Option<Owner>,
         target: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static,
         object: impl Fn() -> Result<Arc<Dentry>, FsError> + Send + Sync + 'static,
     ) -> Arc<dyn Inode> {
-        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(target), magic: Some(Box::new(object)) })
+        Arc::new(SynthSymlink { ino: next_ino(), target: Box::new(target), magic: Some(Box::new(object)), owner })
     }
 }
 
@@ -288,7 +314,7 @@ impl Inode for SynthSymlink {
     }
     fn stat(&self) -> Result<Stat, FsError> {
         let len = (self.target)().map(|t| t.len() as u64).unwrap_or(0);
-        Ok(synthetic_stat(self.ino, FileType::Symlink.mode_bits() | 0o777, len, 1))
+        Ok(owned_stat(self.ino, FileType::Symlink.mode_bits() | 0o777, len, 1, owner_ids(&self.owner)))
     }
     fn read_link(&self) -> Result<Vec<u8>, FsError> {
         (self.target)()
@@ -339,10 +365,6 @@ impl Inode for DeviceNode {
     }
     fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         (self.open)(flags)
-    }
-    fn access(&self, mode: u32) -> Result<(), FsError> {
-        // Device nodes here are world-usable as on a normal system.
-        if mode & 1 != 0 { Err(FsError::PermissionDenied) } else { Ok(()) }
     }
     fn read_only(&self) -> bool {
         false

@@ -84,7 +84,7 @@ pub fn open_exec(resolver: &Resolver, file: &ExecFile) -> Result<Executable, Loa
     if dentry.file_type() != FileType::Regular {
         return Err(LoadError::NotExecutable);
     }
-    dentry.inode.access(1).map_err(|_| LoadError::NotExecutable)?;
+    dentry.inode.access(resolver.creds, crate::fs::MAY_EXEC).map_err(|_| LoadError::NotExecutable)?;
     let ops = dentry.inode.open(&dentry, OpenFlags::empty()).map_err(|e| match e {
         FsError::PermissionDenied => LoadError::NotExecutable,
         e => LoadError::Io(e),

@@ -103,9 +103,10 @@ pub mod code {
 }
 
 impl SigInfo {
-    /// A signal sent by a process with kill(2) and friends.
-    pub fn user(signo: u32, code: i32, pid: i32) -> SigInfo {
-        SigInfo { signo, errno: 0, code, fields: SigFields::Kill { pid, uid: rustix::process::getuid().as_raw() } }
+    /// A signal sent with kill(2) and friends by process `pid`, whose real
+    /// user id is `uid`.
+    pub fn user(signo: u32, code: i32, pid: i32, uid: u32) -> SigInfo {
+        SigInfo { signo, errno: 0, code, fields: SigFields::Kill { pid, uid } }
     }
 
     /// A signal the kernel sends for no particular sender.

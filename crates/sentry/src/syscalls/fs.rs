@@ -7,8 +7,11 @@ use linux_raw_sys::ioctl as ioc;
 
 use super::{SysError, SysResult, file, read_path, start_dir};
 use crate::errno::Errno;
-use crate::fs::{Dentry, FileOwner, FileType, FsError, Lookup, OpenFile, OpenFlags, Stat};
+use crate::fs::{
+    Dentry, FileOwner, FileType, FsError, Lookup, MAY_EXEC, MAY_READ, MAY_WRITE, OpenFile, OpenFlags, Stat,
+};
 use crate::task::Task;
+use crate::task::creds::cap;
 
 fn resolve(task: &Task, dirfd: u64, path: &[u8], how: Lookup) -> Result<Arc<Dentry>, SysError> {
     let start = start_dir(task, dirfd, path)?;
@@ -95,6 +98,18 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     }
     if d_is(&dentry, FileType::Directory) && (flags.writable() || flags.contains(OpenFlags::TRUNC)) {
         return Err(Errno::EISDIR.into());
+    }
+    if !flags.contains(OpenFlags::PATH) {
+        // As Linux's may_open: the access mode asks for read and write
+        // permission, O_TRUNC for write.
+        let mut want = 0;
+        if flags.readable() {
+            want |= MAY_READ;
+        }
+        if flags.writable() || flags.contains(OpenFlags::TRUNC) {
+            want |= MAY_WRITE;
+        }
+        crate::fs::permission(&dentry, &task.tg.creds(), want)?;
     }
     let ops = dentry.inode.open(&dentry, flags)?;
     let f = OpenFile::new(ops, Some(dentry), flags);
@@ -203,13 +218,28 @@ fn access_common(task: &Task, dirfd: u64, path_addr: u64, mode: u64, flags: u64)
     if mode & !7 != 0 || flags & !((g::AT_EACCESS | g::AT_SYMLINK_NOFOLLOW | g::AT_EMPTY_PATH) as u64) != 0 {
         return Err(Errno::EINVAL.into());
     }
-    match resolve_at(task, dirfd, path_addr, flags, follow_of(flags))? {
-        Target::Dentry(d) => {
-            if mode != 0 {
-                d.inode.access(mode as u32)?;
+    // Without AT_EACCESS the question is asked as the real ids
+    // (access_override_creds), lookups included.
+    let creds = task.tg.creds();
+    let creds = if flags & g::AT_EACCESS as u64 == 0 { Arc::new(creds.for_access()) } else { creds };
+    let target = {
+        let path = read_path(task, path_addr)?;
+        if path.is_empty() {
+            if flags & g::AT_EMPTY_PATH as u64 == 0 {
+                return Err(Errno::ENOENT.into());
             }
+            if dirfd as i32 == g::AT_FDCWD { Some(task.fs_context().cwd) } else { file(task, dirfd)?.dentry.clone() }
+        } else {
+            let start = start_dir(task, dirfd, &path)?;
+            let fsc = task.fs_context();
+            let r = crate::fs::Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &task.kernel.mounts, creds: &creds };
+            Some(r.resolve(start.as_ref(), &path, follow_of(flags))?)
         }
-        Target::File(_) => {}
+    };
+    if let Some(d) = target
+        && mode != 0
+    {
+        crate::fs::permission(&d, &creds, mode as u32)?;
     }
     Ok(0)
 }
@@ -291,7 +321,7 @@ fn set_cwd(task: &Task, d: Arc<Dentry>) -> SysResult {
     if d.file_type() != FileType::Directory {
         return Err(Errno::ENOTDIR.into());
     }
-    d.inode.access(1)?;
+    d.inode.access(&task.tg.creds(), MAY_EXEC)?;
     task.fs.lock().unwrap().cwd = d;
     Ok(0)
 }
@@ -753,7 +783,9 @@ pub fn chroot(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if d.file_type() != FileType::Directory {
         return Err(Errno::ENOTDIR.into());
     }
-    if !rustix::process::geteuid().is_root() {
+    let creds = task.tg.creds();
+    d.inode.access(&creds, MAY_EXEC)?;
+    if !creds.has(cap::SYS_CHROOT) {
         return Err(Errno::EPERM.into());
     }
     task.fs.lock().unwrap().root = d;

@@ -19,12 +19,28 @@ fn fill(dst: &mut [std::ffi::c_char], v: &[u8]) {
 pub fn uname(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let mut u = <s::new_utsname as crate::abi::Pod>::zeroed();
     fill(&mut u.sysname, b"Linux");
-    fill(&mut u.nodename, task.kernel.config.hostname.as_bytes());
+    fill(&mut u.nodename, &task.kernel.hostname.lock().unwrap());
     fill(&mut u.release, crate::kernel::kernel_release().as_bytes());
     fill(&mut u.version, crate::kernel::KERNEL_VERSION.as_bytes());
     fill(&mut u.machine, b"x86_64");
     fill(&mut u.domainname, b"(none)");
     task.mm.write_pod(a[0], &u)?;
+    Ok(0)
+}
+
+/// Longest host name (__NEW_UTS_LEN).
+const HOST_NAME_MAX: u64 = 64;
+
+pub fn sethostname(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if !task.tg.creds().has(crate::task::creds::cap::SYS_ADMIN) {
+        return Err(Errno::EPERM.into());
+    }
+    if a[1] > HOST_NAME_MAX {
+        return Err(Errno::EINVAL.into());
+    }
+    let mut name = vec![0u8; a[1] as usize];
+    task.mm.copy_in(a[0], &mut name)?;
+    *task.kernel.hostname.lock().unwrap() = name;
     Ok(0)
 }
 

@@ -10,7 +10,7 @@ use crate::errno::Errno;
 use crate::fs::{OpenFile, OpenFlags};
 use crate::loader::ExecFile;
 use crate::signal::SigFields;
-use crate::task::creds::{Creds, Ids};
+use crate::task::creds::{Creds, Ids, cap};
 use crate::task::exec::ExecRequest;
 use crate::task::pidfd::PidFd;
 use crate::task::{
@@ -213,13 +213,7 @@ pub fn waitid(task: &mut Task, a: &[u64; 6]) -> SysResult {
                 signo: g::SIGCHLD,
                 errno: 0,
                 code: o.code,
-                fields: SigFields::Child {
-                    pid: o.pid,
-                    uid: rustix::process::getuid().as_raw(),
-                    status: o.si_status,
-                    utime: 0,
-                    stime: 0,
-                },
+                fields: SigFields::Child { pid: o.pid, uid: o.uid, status: o.si_status, utime: 0, stime: 0 },
             }
             .to_bytes(),
             None => [0u8; 128],
@@ -291,8 +285,29 @@ pub fn getppid(task: &mut Task, _: &[u64; 6]) -> SysResult {
     Ok(task.ppid() as u64)
 }
 
-fn creds(task: &Task) -> Creds {
-    task.tg.creds.lock().unwrap().clone()
+fn creds(task: &Task) -> Arc<Creds> {
+    task.tg.creds()
+}
+
+/// Replaces the process's credentials with what `f` makes of a copy of
+/// them; on error they stay as they were. As Linux's commit_creds, a
+/// change of effective or file-system ids, or a wider permitted set, makes
+/// the process undumpable (suid_dumpable's default).
+fn change_creds<R>(task: &Task, f: impl FnOnce(&mut Creds) -> Result<R, Errno>) -> Result<R, Errno> {
+    let mut c = task.tg.creds.lock().unwrap();
+    let mut new = Creds::clone(&c);
+    let r = f(&mut new)?;
+    let old = std::mem::replace(&mut *c, Arc::new(new.clone()));
+    drop(c);
+    if old.uid.effective != new.uid.effective
+        || old.uid.fs != new.uid.fs
+        || old.gid.effective != new.gid.effective
+        || old.gid.fs != new.gid.fs
+        || new.caps.permitted & !old.caps.permitted != 0
+    {
+        task.tg.state.lock().unwrap().undumpable = true;
+    }
+    Ok(r)
 }
 
 pub fn getuid(task: &mut Task, _: &[u64; 6]) -> SysResult {
@@ -323,7 +338,7 @@ pub fn getresgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn getgroups(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let groups = creds(task).groups;
+    let groups = creds(task).groups.clone();
     let n = a[0] as i32;
     if n < 0 {
         return Err(Errno::EINVAL.into());
@@ -339,12 +354,21 @@ pub fn getgroups(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(groups.len() as u64)
 }
 
-/// Applies `f` to the user ids (`user`) or the group ids of the process.
+/// Applies `f` to the user ids (`user`) or the group ids of the process;
+/// a change of user ids changes the capabilities as Linux's does.
 fn change_ids(task: &Task, user: bool, f: impl FnOnce(&mut Ids, bool) -> Result<(), Errno>) -> SysResult {
-    let mut c = task.tg.creds.lock().unwrap();
-    let privileged = if user { c.may_set_uid() } else { c.may_set_gid() };
-    let ids = if user { &mut c.uid } else { &mut c.gid };
-    f(ids, privileged)?;
+    change_creds(task, |c| {
+        let old = c.uid;
+        if user {
+            let privileged = c.may_set_uid();
+            f(&mut c.uid, privileged)?;
+            c.fix_caps_after_setuid(&old);
+        } else {
+            let privileged = c.may_set_gid();
+            f(&mut c.gid, privileged)?;
+        }
+        Ok(())
+    })?;
     Ok(0)
 }
 
@@ -367,14 +391,20 @@ pub fn setresgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
     change_ids(task, false, |ids, p| ids.set_res(a[0] as u32, a[1] as u32, a[2] as u32, p))
 }
 pub fn setfsuid(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let mut c = task.tg.creds.lock().unwrap();
-    let p = c.may_set_uid();
-    Ok(c.uid.set_fs(a[0] as u32, p) as u64)
+    let old = change_creds(task, |c| {
+        let p = c.may_set_uid();
+        let old = c.uid.set_fs(a[0] as u32, p);
+        c.fix_caps_after_setfsuid(old);
+        Ok(old)
+    })?;
+    Ok(old as u64)
 }
 pub fn setfsgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let mut c = task.tg.creds.lock().unwrap();
-    let p = c.may_set_gid();
-    Ok(c.gid.set_fs(a[0] as u32, p) as u64)
+    let old = change_creds(task, |c| {
+        let p = c.may_set_gid();
+        Ok(c.gid.set_fs(a[0] as u32, p))
+    })?;
+    Ok(old as u64)
 }
 
 /// Most supplementary groups a process may have (NGROUPS_MAX).
@@ -387,11 +417,13 @@ pub fn setgroups(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let mut bytes = vec![0u8; a[0] as usize * 4];
     task.mm.copy_in(a[1], &mut bytes)?;
     let groups: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-    let mut c = task.tg.creds.lock().unwrap();
-    if !c.may_set_gid() {
-        return Err(Errno::EPERM.into());
-    }
-    c.groups = groups;
+    change_creds(task, |c| {
+        if !c.may_set_gid() {
+            return Err(Errno::EPERM);
+        }
+        c.groups = groups;
+        Ok(())
+    })?;
     Ok(0)
 }
 
@@ -493,9 +525,12 @@ pub fn prctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
             Ok(0)
         }
         pr::PR_GET_SECCOMP => Ok(0),
-        pr::PR_CAPBSET_READ => Ok(0),
-        pr::PR_GET_KEEPCAPS => Ok(0),
-        pr::PR_SET_KEEPCAPS if a[1] <= 1 => Ok(0),
+        pr::PR_CAPBSET_READ
+        | pr::PR_CAPBSET_DROP
+        | pr::PR_GET_KEEPCAPS
+        | pr::PR_SET_KEEPCAPS
+        | pr::PR_GET_SECUREBITS
+        | pr::PR_CAP_AMBIENT => prctl_caps(task, a),
         pr::PR_GET_TIMERSLACK => Ok(50_000),
         pr::PR_SET_TIMERSLACK => Ok(0),
         pr::PR_SET_CHILD_SUBREAPER => {
@@ -777,18 +812,146 @@ pub fn personality(_task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
 }
 
+/// The words of capability data a capget/capset header's version moves
+/// (one 32-bit word of each set for version 1, two since), or EINVAL
+/// with the preferred version written back, as Linux's
+/// cap_validate_magic.
+fn cap_words(task: &Task, header: u64) -> Result<usize, SysError> {
+    const V1: u32 = 0x1998_0330;
+    const V2: u32 = 0x2007_1026;
+    const V3: u32 = 0x2008_0522;
+    match task.mm.read_pod::<u32>(header)? {
+        V1 => Ok(1),
+        V2 | V3 => Ok(2),
+        _ => {
+            task.mm.write_pod(header, &V3)?;
+            Err(Errno::EINVAL.into())
+        }
+    }
+}
+
 pub fn capget(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let version: u32 = task.mm.read_pod(a[0])?;
-    if version != 0x2008_0522 && version != 0x2007_1026 && version != 0x1998_0330 {
-        task.mm.write_pod(a[0], &0x2008_0522u32)?;
+    let words = match cap_words(task, a[0]) {
+        // Asking with no data pointer is how the version is learnt.
+        Err(SysError::Errno(Errno::EINVAL)) if a[1] == 0 => return Ok(0),
+        r => r?,
+    };
+    let pid: i32 = task.mm.read_pod(a[0] + 4)?;
+    if pid < 0 {
         return Err(Errno::EINVAL.into());
     }
-    if a[1] != 0 {
-        // No capabilities inside the sandbox.
-        let words = if version == 0x1998_0330 { 3 } else { 6 };
-        task.mm.copy_out(a[1], &vec![0u8; 4 * words])?;
+    if a[1] == 0 {
+        return Ok(0);
     }
+    let caps = if pid == 0 || pid == task.tid() {
+        creds(task).caps
+    } else {
+        let t = task.kernel.procs.lock().unwrap().thread(pid).ok_or(Errno::ESRCH)?;
+        t.tg.creds().caps
+    };
+    let mut data = Vec::with_capacity(12 * words);
+    for w in 0..words {
+        for set in [caps.effective, caps.permitted, caps.inheritable] {
+            data.extend_from_slice(&((set >> (32 * w)) as u32).to_le_bytes());
+        }
+    }
+    task.mm.copy_out(a[1], &data)?;
     Ok(0)
+}
+
+pub fn capset(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let words = cap_words(task, a[0])?;
+    let pid: i32 = task.mm.read_pod(a[0] + 4)?;
+    // Only one's own capabilities may be set.
+    if pid != 0 && pid != task.tid() {
+        return Err(Errno::EPERM.into());
+    }
+    let mut data = vec![0u8; 12 * words];
+    task.mm.copy_in(a[1], &mut data)?;
+    let mut sets = [0u64; 3];
+    for (i, chunk) in data.chunks_exact(4).enumerate() {
+        let v = u32::from_le_bytes(chunk.try_into().unwrap()) as u64;
+        sets[i % 3] |= v << (32 * (i / 3));
+    }
+    let [effective, permitted, inheritable] = sets;
+    change_creds(task, |c| c.set_caps(effective, permitted, inheritable))?;
+    Ok(0)
+}
+
+/// securebits(7): only SECBIT_KEEP_CAPS is kept.
+const SECBIT_KEEP_CAPS: u64 = 1 << 4;
+
+/// The capability parts of prctl(2).
+fn prctl_caps(task: &Task, a: &[u64; 6]) -> SysResult {
+    let valid = |c: u64| c <= cap::LAST as u64;
+    match a[0] as u32 {
+        pr::PR_CAPBSET_READ => {
+            if !valid(a[1]) {
+                return Err(Errno::EINVAL.into());
+            }
+            Ok(creds(task).caps.bounding >> a[1] & 1)
+        }
+        pr::PR_CAPBSET_DROP => {
+            change_creds(task, |c| {
+                if !c.has(cap::SETPCAP) {
+                    return Err(Errno::EPERM);
+                }
+                if !valid(a[1]) {
+                    return Err(Errno::EINVAL);
+                }
+                c.caps.bounding &= !(1 << a[1]);
+                Ok(())
+            })?;
+            Ok(0)
+        }
+        pr::PR_GET_KEEPCAPS => Ok(u64::from(creds(task).keep_caps)),
+        pr::PR_SET_KEEPCAPS => {
+            if a[1] > 1 {
+                return Err(Errno::EINVAL.into());
+            }
+            change_creds(task, |c| {
+                c.keep_caps = a[1] == 1;
+                Ok(())
+            })?;
+            Ok(0)
+        }
+        pr::PR_GET_SECUREBITS => Ok(if creds(task).keep_caps { SECBIT_KEEP_CAPS } else { 0 }),
+        pr::PR_CAP_AMBIENT => {
+            let op = a[1] as u32;
+            if op == pr::PR_CAP_AMBIENT_CLEAR_ALL {
+                if a[2] | a[3] | a[4] != 0 {
+                    return Err(Errno::EINVAL.into());
+                }
+                change_creds(task, |c| {
+                    c.caps.ambient = 0;
+                    Ok(())
+                })?;
+                return Ok(0);
+            }
+            if !valid(a[2]) || a[3] | a[4] != 0 {
+                return Err(Errno::EINVAL.into());
+            }
+            let bit = 1u64 << a[2];
+            match op {
+                pr::PR_CAP_AMBIENT_IS_SET => Ok(u64::from(creds(task).caps.ambient & bit != 0)),
+                pr::PR_CAP_AMBIENT_RAISE | pr::PR_CAP_AMBIENT_LOWER => {
+                    change_creds(task, |c| {
+                        if op == pr::PR_CAP_AMBIENT_LOWER {
+                            c.caps.ambient &= !bit;
+                        } else if c.caps.permitted & c.caps.inheritable & bit == 0 {
+                            return Err(Errno::EPERM);
+                        } else {
+                            c.caps.ambient |= bit;
+                        }
+                        Ok(())
+                    })?;
+                    Ok(0)
+                }
+                _ => Err(Errno::EINVAL.into()),
+            }
+        }
+        _ => Err(Errno::EINVAL.into()),
+    }
 }
 
 pub fn getpgrp(task: &mut Task, _: &[u64; 6]) -> SysResult {

@@ -8,7 +8,10 @@ use linux_raw_sys::general as g;
 use super::{SysError, SysResult, read_timeout};
 use crate::errno::Errno;
 use crate::signal::{KernelSigAction, NSIG, SigAction, SigInfo, SigSet, code};
-use crate::task::{BlockError, INIT_PID, Task, block_on, queue_to_group, queue_to_thread, send_to_group, take_signal};
+use crate::task::creds::cap;
+use crate::task::{
+    BlockError, INIT_PID, Task, ThreadGroup, block_on, queue_to_group, queue_to_thread, send_to_group, take_signal,
+};
 
 /// MINSIGSTKSZ: the smallest alternate stack accepted.
 const MINSIGSTKSZ: u64 = 2048;
@@ -191,10 +194,35 @@ pub fn sigaltstack(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// Sends `info` to a process; ESRCH if there is none, EAGAIN if a
-/// real-time signal's siginfo finds the queue full.
+/// May the caller send signal `sig` (0: only asking) to `target`? As
+/// Linux's check_kill_permission: its own process, a process whose real
+/// or saved uid is the caller's real or effective one, SIGCONT within the
+/// session, or CAP_KILL.
+fn may_signal(task: &Task, target: &ThreadGroup, sig: u32) -> Result<(), Errno> {
+    if std::ptr::eq(target, task.tg.as_ref()) {
+        return Ok(());
+    }
+    let me = task.tg.creds();
+    let them = target.creds();
+    let ids_match = [me.uid.real, me.uid.effective].iter().any(|&u| u == them.uid.real || u == them.uid.saved);
+    if ids_match || me.has(cap::KILL) {
+        return Ok(());
+    }
+    if sig == g::SIGCONT {
+        let tree = task.kernel.procs.lock().unwrap();
+        if tree.sid_of(target.tgid) == tree.sid_of(task.tg.tgid) {
+            return Ok(());
+        }
+    }
+    Err(Errno::EPERM)
+}
+
+/// Sends `info` to a process; ESRCH if there is none, EPERM if the caller
+/// may not signal it, EAGAIN if a real-time signal's siginfo finds the
+/// queue full.
 fn kill_process(task: &Task, pid: i32, info: Option<SigInfo>) -> Result<(), SysError> {
     let tg = task.kernel.procs.lock().unwrap().group(pid).ok_or(Errno::ESRCH)?;
+    may_signal(task, &tg, info.map_or(0, |i| i.signo))?;
     if tg.state.lock().unwrap().zombie && info.is_none() {
         return Ok(());
     }
@@ -206,7 +234,11 @@ fn kill_process(task: &Task, pid: i32, info: Option<SigInfo>) -> Result<(), SysE
 
 pub fn kill(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let pid = a[0] as i32;
-    let info = if a[1] == 0 { None } else { Some(SigInfo::user(valid(a[1])?, code::SI_USER, task.tg.tgid)) };
+    let info = if a[1] == 0 {
+        None
+    } else {
+        Some(SigInfo::user(valid(a[1])?, code::SI_USER, task.tg.tgid, task.tg.creds().uid.real))
+    };
     let me = task.tg.tgid;
     let targets: Vec<i32> = {
         let tree = task.kernel.procs.lock().unwrap();
@@ -222,9 +254,29 @@ pub fn kill(task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
     if pid > 0 {
         kill_process(task, pid, info)?;
-    } else {
+    } else if pid == -1 {
+        // As Linux's kill(-1): processes the caller may not signal are
+        // passed over, and only another error is reported.
+        let mut result = Ok(());
         for t in targets {
-            let _ = kill_process(task, t, info);
+            match kill_process(task, t, info) {
+                Err(SysError::Errno(Errno::EPERM)) => {}
+                r => result = r,
+            }
+        }
+        result?;
+    } else {
+        // A process group: success if any member took it, else the last
+        // error.
+        let mut any = false;
+        let mut last = Ok(());
+        for t in targets {
+            let r = kill_process(task, t, info);
+            any |= r.is_ok();
+            last = r;
+        }
+        if !any {
+            last?;
         }
     }
     Ok(0)
@@ -244,6 +296,7 @@ fn kill_thread(task: &Task, tgid: Option<i32>, tid: i32, info: Option<SigInfo>) 
     if tgid.is_some_and(|g| g != t.tg.tgid) {
         return Err(Errno::ESRCH.into());
     }
+    may_signal(task, &t.tg, info.map_or(0, |i| i.signo))?;
     if let Some(i) = info {
         queue_to_thread(&task.kernel, &t, i).map_err(|_| Errno::EAGAIN)?;
     }
@@ -251,12 +304,20 @@ fn kill_thread(task: &Task, tgid: Option<i32>, tid: i32, info: Option<SigInfo>) 
 }
 
 pub fn tgkill(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let info = if a[2] == 0 { None } else { Some(SigInfo::user(valid(a[2])?, code::SI_TKILL, task.tg.tgid)) };
+    let info = if a[2] == 0 {
+        None
+    } else {
+        Some(SigInfo::user(valid(a[2])?, code::SI_TKILL, task.tg.tgid, task.tg.creds().uid.real))
+    };
     kill_thread(task, Some(a[0] as i32), a[1] as i32, info)
 }
 
 pub fn tkill(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let info = if a[1] == 0 { None } else { Some(SigInfo::user(valid(a[1])?, code::SI_TKILL, task.tg.tgid)) };
+    let info = if a[1] == 0 {
+        None
+    } else {
+        Some(SigInfo::user(valid(a[1])?, code::SI_TKILL, task.tg.tgid, task.tg.creds().uid.real))
+    };
     kill_thread(task, None, a[0] as i32, info)
 }
 
@@ -299,12 +360,13 @@ pub fn pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if !live {
         return Err(Errno::ESRCH.into());
     }
+    may_signal(task, &process, a[1] as u32)?;
     if a[1] == 0 {
         return Ok(0);
     }
     let sig = valid(a[1])?;
     let info = if a[2] == 0 {
-        SigInfo::user(sig, code::SI_USER, task.tg.tgid)
+        SigInfo::user(sig, code::SI_USER, task.tg.tgid, task.tg.creds().uid.real)
     } else {
         let signo: i32 = task.mm.read_pod(a[2])?;
         if signo != sig as i32 {

@@ -106,6 +106,7 @@ table! {
     getresgid => process::getresgid, [Ptr, Ptr, Ptr], Int;
     getpgid => process::getpgid, [Int], Int;
     capget => process::capget, [Ptr, Ptr], Int;
+    capset => process::capset, [Ptr, Ptr], Int;
     rt_sigpending => signal::rt_sigpending, [Ptr, UInt], Int;
     sigaltstack => signal::sigaltstack, [Ptr, Ptr], Int;
     utime => fs::utimes, [Path, Ptr], Int;
@@ -127,6 +128,7 @@ table! {
     arch_prctl => process::arch_prctl, [Hex, Hex], Int;
     setrlimit => process::setrlimit, [Int, Ptr], Int;
     chroot => fs::chroot, [Path], Int;
+    sethostname => info::sethostname, [InBuf(1), UInt], Int;
     sync => fs::sync, [], Int;
     gettid => process::gettid, [], Int;
     readahead => fs::fd_noop, [Fd, Long, UInt], Int;

@@ -123,13 +123,12 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
             }
             Arc::new(Mutex::new(h))
         };
-        let tg = ThreadGroup::new(tid, handlers, args.exit_signal, parent.tg.signal_account.clone());
+        let tg = ThreadGroup::new(tid, handlers, args.exit_signal, parent.tg.signal_account.clone(), parent.tg.creds());
         tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
         let mut info = parent.tg.info.lock().unwrap().clone();
         info.comm = parent.shared.comm.lock().unwrap().clone();
         *tg.info.lock().unwrap() = info;
         *tg.rlimits.lock().unwrap() = parent.tg.rlimits.lock().unwrap().clone();
-        *tg.creds.lock().unwrap() = parent.tg.creds.lock().unwrap().clone();
         *tg.view.lock().unwrap() = Some(ProcessView { mm: mm.clone(), fs: fs.clone(), files: files.clone() });
         tg
     };

@@ -70,14 +70,14 @@ impl ExecRequest {
 pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>) -> Result<(), LoadError> {
     let kernel = task.kernel.clone();
     let fsc = task.fs_context();
-    let resolver = crate::fs::Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &kernel.mounts };
+    let creds = task.tg.creds();
+    let resolver = crate::fs::Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &kernel.mounts, creds: &creds };
     let (exe, argv, info) =
         loader::resolve_interpreters(&resolver, &req.file, &req.filename, req.filename_inaccessible, argv)?;
     let space = kernel.platform.new_address_space().map_err(|_| LoadError::NoMemory)?;
     let stack_limit = task.tg.rlimit(linux_raw_sys::general::RLIMIT_STACK).cur;
     let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, stack_limit));
     let args = loader::ProgramArgs { argv: &argv, envp: &envp, execfn: &req.filename };
-    let creds = task.tg.creds.lock().unwrap().clone();
     let facts = loader::AuxFacts {
         uid: creds.uid.real,
         euid: creds.uid.effective,
@@ -112,9 +112,16 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     task.robust_list = (0, 0);
     task.clear_child_tid = 0;
     {
+        let mut c = task.tg.creds.lock().unwrap();
+        Arc::make_mut(&mut c).exec();
+    }
+    {
         let mut st = task.tg.state.lock().unwrap();
         st.did_exec = true;
-        st.undumpable = false;
+        // As Linux's begin_new_exec: a program run with effective ids other
+        // than the real ones may not be dumped.
+        let c = task.tg.creds();
+        st.undumpable = c.uid.effective != c.uid.real || c.gid.effective != c.gid.real;
     }
     {
         // As Linux names the task: after the file run by descriptor, else

@@ -145,7 +145,7 @@ fn thread_orphans(kernel: &Kernel, tg: &ThreadGroup, tid: i32) {
             st.pdeath_signal
         };
         if sig != 0 {
-            super::send_to_group(kernel, &c, SigInfo::user(sig, code::SI_USER, tg.tgid));
+            super::send_to_group(kernel, &c, SigInfo::user(sig, code::SI_USER, tg.tgid, tg.creds().uid.real));
         }
     }
 }
@@ -184,7 +184,7 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
         };
         if sig != 0 {
             // Sent as by the dying parent (SEND_SIG_NOINFO).
-            super::send_to_group(kernel, o, SigInfo::user(sig, code::SI_USER, tg.tgid));
+            super::send_to_group(kernel, o, SigInfo::user(sig, code::SI_USER, tg.tgid, tg.creds().uid.real));
         }
     }
     // Zombies among them are reported to their new parent, which may reap

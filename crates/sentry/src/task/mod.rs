@@ -335,8 +335,9 @@ pub struct ThreadGroup {
     pub thread_events: WaitQueue,
     pub info: Mutex<ProcessInfo>,
     pub rlimits: Mutex<Rlimits>,
-    /// User and group ids.
-    pub creds: Mutex<Creds>,
+    /// User and group ids and capabilities; replaced whole when they
+    /// change, so a check holds one consistent identity.
+    pub creds: Mutex<Arc<Creds>>,
     pub view: Mutex<Option<ProcessView>>,
     /// The thread that took the last process-wide signal no thread in
     /// particular was the best for (Linux's curr_target).
@@ -349,6 +350,7 @@ impl ThreadGroup {
         handlers: Arc<Mutex<SigHandlers>>,
         exit_signal: u32,
         signal_account: Arc<SignalAccount>,
+        creds: Arc<Creds>,
     ) -> Arc<ThreadGroup> {
         Arc::new(ThreadGroup {
             tgid,
@@ -361,10 +363,15 @@ impl ThreadGroup {
             thread_events: WaitQueue::default(),
             info: Mutex::new(ProcessInfo::default()),
             rlimits: Mutex::new(Rlimits::default()),
-            creds: Mutex::new(Creds::of_host()),
+            creds: Mutex::new(creds),
             view: Mutex::new(None),
             curr_target: AtomicI32::new(tgid),
         })
+    }
+
+    /// The process's credentials as they are now.
+    pub fn creds(&self) -> Arc<Creds> {
+        self.creds.lock().unwrap().clone()
     }
 
     pub fn rlimit(&self, resource: u32) -> Rlimit {
@@ -427,7 +434,8 @@ impl Task {
     /// Runs `f` with a resolver for this task.
     pub fn with_resolver<R>(&self, f: impl FnOnce(&Resolver) -> R) -> R {
         let fsc = self.fs_context();
-        let r = Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &self.kernel.mounts };
+        let creds = self.tg.creds();
+        let r = Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &self.kernel.mounts, creds: &creds };
         f(&r)
     }
 

@@ -60,7 +60,7 @@ fn status(k: &Kernel, tg: &Arc<ThreadGroup>, comm: &[u8]) -> String {
             }
         }
     }
-    let creds = tg.creds.lock().unwrap().clone();
+    let creds = tg.creds();
     let mut s = String::new();
     let _ = writeln!(s, "Name:\t{}", String::from_utf8_lossy(comm));
     let _ = writeln!(s, "State:\t{letter} ({word})");
@@ -73,6 +73,12 @@ fn status(k: &Kernel, tg: &Arc<ThreadGroup>, comm: &[u8]) -> String {
     let _ = writeln!(s, "Threads:\t{}", threads.len());
     let _ = writeln!(s, "SigPnd:\t{:016x}\nShdPnd:\t{:016x}", private.0, shared.0);
     let _ = writeln!(s, "SigBlk:\t{:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}", blocked.0);
+    let c = &creds.caps;
+    for (name, set) in
+        [("Inh", c.inheritable), ("Prm", c.permitted), ("Eff", c.effective), ("Bnd", c.bounding), ("Amb", c.ambient)]
+    {
+        let _ = writeln!(s, "Cap{name}:\t{set:016x}");
+    }
     s
 }
 
@@ -137,6 +143,13 @@ impl ProcSource for KernelProcSource {
 
     fn exists(&self, pid: i32) -> bool {
         self.kernel.upgrade().and_then(|k| k.procs.lock().unwrap().group(pid)).is_some()
+    }
+
+    fn owner(&self, pid: i32) -> Option<(u32, u32, bool)> {
+        let tg = self.kernel.upgrade()?.procs.lock().unwrap().group(pid)?;
+        let c = tg.creds();
+        let dumpable = !tg.state.lock().unwrap().undumpable;
+        Some((c.uid.effective, c.gid.effective, dumpable))
     }
 
     fn root(&self, pid: i32) -> Option<Arc<Dentry>> {

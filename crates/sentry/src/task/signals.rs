@@ -96,13 +96,7 @@ pub(super) fn notify(kernel: &Kernel, parent: &Arc<ThreadGroup>, child: &ThreadG
                 signo,
                 errno: 0,
                 code,
-                fields: SigFields::Child {
-                    pid: child.tgid,
-                    uid: rustix::process::getuid().as_raw(),
-                    status,
-                    utime: 0,
-                    stime: 0,
-                },
+                fields: SigFields::Child { pid: child.tgid, uid: child.creds().uid.real, status, utime: 0, stime: 0 },
             };
             send_to_group(kernel, parent, info);
         }
@@ -282,7 +276,8 @@ pub fn signal_current(sig: u32) {
     if discarded(&t.tg, sig, mask) {
         return;
     }
-    let _ = enqueue(&t.tg, Some(&t), SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid));
+    let _ =
+        enqueue(&t.tg, Some(&t), SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid, t.tg.creds().uid.real));
     if !mask.contains(sig) {
         t.signal_wake_up();
     }
@@ -322,7 +317,7 @@ pub(super) fn retarget_shared(t: &TaskShared, which: SigSet) {
 impl Task {
     /// A signal the task raised itself (SIGPIPE from a write, raise()).
     pub fn signal_self(&mut self, sig: u32) {
-        let info = SigInfo::user(sig, crate::signal::code::SI_USER, self.tg.tgid);
+        let info = SigInfo::user(sig, crate::signal::code::SI_USER, self.tg.tgid, self.tg.creds().uid.real);
         send_to_thread(&self.kernel, &self.shared.clone(), info);
     }
 

@@ -39,6 +39,8 @@ pub struct WaitOutcome {
     pub si_status: i32,
     /// CPU time of the child (reaped exits only).
     pub cpu_ns: u64,
+    /// The child's real user id.
+    pub uid: u32,
 }
 
 fn eligible(child: &ThreadGroup, opts: &WaitOptions) -> bool {
@@ -51,6 +53,9 @@ fn eligible(child: &ThreadGroup, opts: &WaitOptions) -> bool {
 
 /// Checks one child for something to report; reaps it if asked.
 fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOutcome> {
+    // Asked before the state is locked: a change of credentials takes
+    // the locks the other way round.
+    let uid = child.creds().uid.real;
     let mut st = child.state.lock().unwrap();
     if st.zombie {
         // A dead child reports its exit and nothing else.
@@ -60,7 +65,7 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
         let status = st.exit.expect("zombies have a status");
         let (code, si_status) = status.child_code();
         let cpu_ns = st.dead_threads_ns + st.children_ns;
-        let out = WaitOutcome { pid: child.tgid, status: status.wait_status(), code, si_status, cpu_ns };
+        let out = WaitOutcome { pid: child.tgid, status: status.wait_status(), code, si_status, cpu_ns, uid };
         drop(st);
         if !opts.nowait {
             task.kernel.procs.lock().unwrap().remove_process(child.tgid);
@@ -82,6 +87,7 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
             code: g::CLD_STOPPED as i32,
             si_status: sig as i32,
             cpu_ns: 0,
+            uid,
         });
     }
     if opts.continued && st.continue_unreported {
@@ -94,6 +100,7 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
             code: g::CLD_CONTINUED as i32,
             si_status: g::SIGCONT as i32,
             cpu_ns: 0,
+            uid,
         });
     }
     None
