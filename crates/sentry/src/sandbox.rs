@@ -25,6 +25,17 @@ use crate::vdso::{Clock, Vdso};
 pub struct SandboxConfig {
     /// Host directory that becomes `/`.
     pub rootfs: PathBuf,
+    /// Where the sentry opens `rootfs`, when not at that path (a confined
+    /// sentry reaches its own copy of it; see [`crate::confine`]).
+    pub rootfs_open_at: Option<PathBuf>,
+    /// The KVM device.
+    pub kvm_device: PathBuf,
+    /// The caller's real and effective user and group ids: the first
+    /// process's, taken before the sentry gives up its own.
+    pub uid: u32,
+    pub euid: u32,
+    pub gid: u32,
+    pub egid: u32,
     /// The program as the user named it.
     pub program: Vec<u8>,
     /// Arguments, the program name first.
@@ -89,6 +100,8 @@ pub struct Sandbox {
     init: Task,
     profile: bool,
     resources_at_start: Resources,
+    /// Signals passed on by cordon's monitor process, if there is one.
+    from_monitor: Option<OwnedFd>,
 }
 
 /// How a sandbox run ended.
@@ -110,21 +123,21 @@ impl Sandbox {
         // sentry thread: block them before any thread starts.
         block_forwarded_signals();
         let mf = Arc::new(MemoryFile::new(config.memory).map_err(|e| SandboxError::Setup(e.to_string()))?);
-        let kvm = KvmPlatform::new(mf.clone())?;
+        let kvm = KvmPlatform::with_device(&config.kvm_device, mf.clone())?;
         if let Some(n) = config.cpus {
             kvm.set_vcpu_limit(n);
         }
         let platform: Arc<dyn Platform> = Arc::new(kvm);
-        let root = HostFs::mount_root(&config.rootfs, mf.clone())
+        let root = HostFs::mount_root(config.rootfs_open_at.as_ref().unwrap_or(&config.rootfs), mf.clone())
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
         if root.file_type() != FileType::Directory {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
         }
         let facts = AuxFacts {
-            uid: rustix::process::getuid().as_raw(),
-            euid: rustix::process::geteuid().as_raw(),
-            gid: rustix::process::getgid().as_raw(),
-            egid: rustix::process::getegid().as_raw(),
+            uid: config.uid,
+            euid: config.euid,
+            gid: config.gid,
+            egid: config.egid,
             hwcap: crate::arch::hwcap(),
             hwcap2: 0,
             min_signal_stack: crate::arch::min_signal_stack(),
@@ -161,7 +174,7 @@ impl Sandbox {
         kernel.procs.lock().unwrap().set_pids_limit(config.pids_limit.map(|n| n as usize));
         let resources_at_start = Resources::now(&kernel);
         let init = Self::first_task(&kernel, config)?;
-        Ok(Sandbox { kernel, init, profile: config.profile, resources_at_start })
+        Ok(Sandbox { kernel, init, profile: config.profile, resources_at_start, from_monitor: None })
     }
 
     fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
@@ -266,12 +279,23 @@ impl Sandbox {
         }
     }
 
+    /// Takes the signals for the sandbox from cordon's monitor process,
+    /// one byte (the signal's number) each, on `fd` (see
+    /// [`crate::confine`]). Then only the signals a terminal sends are
+    /// taken directly: others sent to the sentry's process group reach the
+    /// monitor too, and are passed on once, by it.
+    pub fn forward_signals_from(&mut self, fd: OwnedFd) {
+        self.from_monitor = Some(fd);
+    }
+
     /// Runs the program to completion: until the first process exits, when
-    /// every other task is killed and every host thread joined.
+    /// every other task is killed and every host thread joined. The
+    /// sentry's first host threads start here.
     pub fn run(self) -> Outcome {
-        let Sandbox { kernel, init, profile, resources_at_start } = self;
+        let Sandbox { kernel, init, profile, resources_at_start, from_monitor } = self;
         let started = std::time::Instant::now();
-        let forwarder = Forwarder::start(kernel.clone());
+        kernel.start_services();
+        let forwarder = Forwarder::start(kernel.clone(), from_monitor);
         kernel.spawn_task_thread(init.tid(), move || run_task(init));
         let status = kernel.wait_init();
         kernel.shutdown();
@@ -297,7 +321,7 @@ const FORWARDED: [i32; 10] = [
     libc::SIGTSTP,
 ];
 
-fn forwarded_set() -> libc::sigset_t {
+pub(crate) fn forwarded_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -309,7 +333,7 @@ fn forwarded_set() -> libc::sigset_t {
     }
 }
 
-fn block_forwarded_signals() {
+pub(crate) fn block_forwarded_signals() {
     let set = forwarded_set();
     // SAFETY: changes only the calling thread's mask; threads created later
     // inherit it.
@@ -317,15 +341,15 @@ fn block_forwarded_signals() {
 }
 
 /// A host thread that takes signals sent to cordon and sends them to the
-/// sandbox's first process. It waits on a signalfd and an eventfd that
-/// stops it.
+/// sandbox's first process. It waits on a signalfd, the monitor's pipe
+/// (if there is a monitor) and an eventfd that stops it.
 struct Forwarder {
     stop: OwnedFd,
     handle: std::thread::JoinHandle<()>,
 }
 
 impl Forwarder {
-    fn start(kernel: Arc<Kernel>) -> Forwarder {
+    fn start(kernel: Arc<Kernel>, mut from_monitor: Option<OwnedFd>) -> Forwarder {
         use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
         let stop = eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd");
         let stop_wait = stop.try_clone().expect("dup eventfd");
@@ -335,23 +359,48 @@ impl Forwarder {
         assert!(sfd >= 0, "signalfd: {}", std::io::Error::last_os_error());
         // SAFETY: sfd is a fresh descriptor we own.
         let sfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(sfd) };
+        let send = move |sig: u32| {
+            let init = kernel.procs.lock().unwrap().group(INIT_PID);
+            if let Some(init) = init {
+                crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0));
+            }
+        };
         let handle = std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
+                let monitored = from_monitor.is_some();
                 loop {
-                    let mut fds = [PollFd::new(&sfd, PollFlags::IN), PollFd::new(&stop_wait, PollFlags::IN)];
+                    let mut fds = vec![PollFd::new(&stop_wait, PollFlags::IN), PollFd::new(&sfd, PollFlags::IN)];
+                    if let Some(m) = &from_monitor {
+                        fds.push(PollFd::new(m, PollFlags::IN));
+                    }
                     if poll(&mut fds, None).is_err() {
                         continue;
                     }
-                    if !fds[1].revents().is_empty() {
+                    if !fds[0].revents().is_empty() {
                         return;
                     }
-                    let mut info = [0u8; 128];
-                    let Ok(128) = rustix::io::read(&sfd, &mut info) else { continue };
-                    let sig = u32::from_le_bytes(info[0..4].try_into().unwrap());
-                    let init = kernel.procs.lock().unwrap().group(INIT_PID);
-                    if let Some(init) = init {
-                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0));
+                    let from_signalfd = !fds[1].revents().is_empty();
+                    let from_pipe = fds.get(2).is_some_and(|f| !f.revents().is_empty());
+                    drop(fds);
+                    if from_signalfd {
+                        let mut info = [0u8; 128];
+                        if let Ok(128) = rustix::io::read(&sfd, &mut info) {
+                            let sig = u32::from_le_bytes(info[0..4].try_into().unwrap());
+                            let si_code = i32::from_le_bytes(info[8..12].try_into().unwrap());
+                            if !monitored || si_code == libc::SI_KERNEL {
+                                send(sig);
+                            }
+                        }
+                    }
+                    if from_pipe && let Some(m) = &from_monitor {
+                        let mut b = [0u8; 1];
+                        match rustix::io::read(m, &mut b) {
+                            Ok(1) => send(u32::from(b[0])),
+                            // The monitor is gone (and the sentry with it,
+                            // by its parent-death signal).
+                            Ok(_) | Err(_) => from_monitor = None,
+                        }
                     }
                 }
             })
