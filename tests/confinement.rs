@@ -1,16 +1,23 @@
 //! The sentry confines itself: a seccomp allow-list that kills it on any
 //! other host call, namespaces of its own, a root holding only what it
 //! serves, no capability beyond the one documented, no inherited
-//! descriptors, and an unprivileged host identity.
+//! descriptors, and an unprivileged host identity; and cordon works for a
+//! user who is not root.
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 /// Far more than any of these runs takes: reaching it means a hang.
 const HANG: Duration = Duration::from_secs(60);
+
+/// The host identity of a sentry started by root, and the user the
+/// unprivileged runs are made as.
+const NOBODY: u32 = 65534;
 
 fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -193,4 +200,77 @@ fn the_sentry_runs_confined() {
     assert_eq!(rest, ["done"]);
     let out = common::finish_within(child, HANG, "confined sentry");
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A KVM device node for `NOBODY` in `dir`, the same device as /dev/kvm:
+/// how a user who is not root gets KVM here without changing the host's
+/// /dev/kvm (made by root, removed with the directory).
+fn kvm_node_for_nobody(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata("/dev/kvm").expect("/dev/kvm").rdev();
+    let node = dir.join("kvm");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &node,
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        dev,
+    )
+    .expect("mknod");
+    let nobody = Some(rustix::process::Uid::from_raw(NOBODY));
+    rustix::fs::chown(&node, nobody, Some(rustix::process::Gid::from_raw(NOBODY))).expect("chown");
+    node
+}
+
+/// `program args` as nobody (no supplementary groups), natively or, with
+/// `kvm`, in the sandbox.
+fn as_nobody(kvm: Option<&Path>, program: &str, args: &[&str]) -> Command {
+    let mut cmd = match kvm {
+        Some(node) => {
+            let mut c = Command::new(common::cordon());
+            c.arg("run").arg("--kvm-device").arg(node).arg("--").arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    cmd.args(args).uid(NOBODY).gid(NOBODY).current_dir("/");
+    cmd
+}
+
+/// A user who is not root, with a KVM device it may open, runs programs
+/// in the sandbox as natively, as itself, and its sentry is confined too:
+/// the forbidden host call still kills it.
+#[test]
+fn a_user_who_is_not_root_runs_programs() {
+    require_kvm!();
+    if !is_root() {
+        eprintln!("skipping: making a KVM device node for another user needs root");
+        return;
+    }
+    let dir = common::scratch_dir("unprivileged");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let kvm = kvm_node_for_nobody(&dir);
+    for variant in common::VARIANTS {
+        let prog = common::c_program("hello", variant);
+        let prog = prog.to_str().expect("utf-8 path");
+        let what = format!("hello-{variant} as nobody");
+        let sandboxed = common::run_with(as_nobody(Some(&kvm), prog, &["3", "x"]), None);
+        let native = common::run_with(as_nobody(None, prog, &["3", "x"]), None);
+        assert_eq!(native.status.code(), Some(3), "{what} natively");
+        assert!(sandboxed.stderr.is_empty(), "{what}: {}", String::from_utf8_lossy(&sandboxed.stderr));
+        common::assert_same(&what, &sandboxed, &native);
+    }
+    let script = "echo $(id -u) $(id -g); cat /etc/hostname >/dev/null && echo read";
+    let sandboxed = common::run_with(as_nobody(Some(&kvm), "/bin/sh", &["-c", script]), None);
+    let native = common::run_with(as_nobody(None, "/bin/sh", &["-c", script]), None);
+    assert_eq!(String::from_utf8_lossy(&native.stdout), "65534 65534\nread\n");
+    common::assert_same("ids as nobody", &sandboxed, &native);
+
+    let prog = common::c_program("forbidden_host_call", "static");
+    let mut cmd = armed(as_nobody(Some(&kvm), prog.to_str().expect("utf-8 path"), &[]), true);
+    cmd.process_group(0);
+    let child = spawn(cmd);
+    let group = child.id() as i32;
+    let out = common::finish_within(child, HANG, "forbidden_host_call as nobody");
+    assert_killed_by_filter("forbidden_host_call as nobody", &out, group);
 }
