@@ -391,17 +391,7 @@ fn give_up_privileges(root: bool, user_ns: bool, keep: CapabilitySet) -> Result<
     }
     rustix::thread::clear_ambient_capability_set().map_err(failed("emptying the ambient set"))?;
     if root {
-        let nobody_gid = rustix::process::Gid::from_raw(UNPRIVILEGED_ID);
-        let nobody_uid = rustix::process::Uid::from_raw(UNPRIVILEGED_ID);
-        rustix::thread::set_thread_groups(&[]).map_err(failed("dropping supplementary groups"))?;
-        rustix::thread::set_thread_res_gid(nobody_gid, nobody_gid, nobody_gid)
-            .map_err(failed("changing the group id"))?;
-        // Changing uid from root clears every capability unless asked to
-        // keep the permitted ones; those kept are chosen below.
-        rustix::thread::set_keep_capabilities(!keep.is_empty()).map_err(failed("PR_SET_KEEPCAPS"))?;
-        rustix::thread::set_thread_res_uid(nobody_uid, nobody_uid, nobody_uid)
-            .map_err(failed("changing the user id"))?;
-        rustix::thread::set_keep_capabilities(false).map_err(failed("PR_SET_KEEPCAPS"))?;
+        become_nobody(!keep.is_empty())?;
     }
     rustix::thread::set_capabilities(
         None,
@@ -413,6 +403,37 @@ fn give_up_privileges(root: bool, user_ns: bool, keep: CapabilitySet) -> Result<
     // it or read its memory.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(failed("PR_SET_DUMPABLE"))?;
+    Ok(())
+}
+
+/// Root becomes nobody, with no supplementary groups, keeping its
+/// permitted capabilities if `keep_caps`. Root of a user namespace that
+/// maps no uid 65534 or denies setgroups (a rootless container's) keeps
+/// what it cannot change, with a debug line: it loses its capabilities all
+/// the same.
+fn become_nobody(keep_caps: bool) -> Result<(), ConfineError> {
+    let mut kept = Vec::new();
+    match rustix::thread::set_thread_groups(&[]) {
+        Err(e @ rustix::io::Errno::PERM) => kept.push(format!("supplementary groups ({e})")),
+        r => r.map_err(failed("dropping supplementary groups"))?,
+    }
+    let nobody_gid = rustix::process::Gid::from_raw(UNPRIVILEGED_ID);
+    match rustix::thread::set_thread_res_gid(nobody_gid, nobody_gid, nobody_gid) {
+        Err(e @ rustix::io::Errno::INVAL) => kept.push(format!("group id ({e})")),
+        r => r.map_err(failed("changing the group id"))?,
+    }
+    // Changing uid from root clears every capability unless asked to keep
+    // the permitted ones; those kept are chosen by the caller.
+    rustix::thread::set_keep_capabilities(keep_caps).map_err(failed("PR_SET_KEEPCAPS"))?;
+    let nobody_uid = rustix::process::Uid::from_raw(UNPRIVILEGED_ID);
+    match rustix::thread::set_thread_res_uid(nobody_uid, nobody_uid, nobody_uid) {
+        Err(e @ rustix::io::Errno::INVAL) => kept.push(format!("user id ({e})")),
+        r => r.map_err(failed("changing the user id"))?,
+    }
+    rustix::thread::set_keep_capabilities(false).map_err(failed("PR_SET_KEEPCAPS"))?;
+    if !kept.is_empty() {
+        tracing::debug!("process {} keeps its {}", std::process::id(), kept.join(", "));
+    }
     Ok(())
 }
 
