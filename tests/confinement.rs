@@ -116,7 +116,7 @@ fn descriptors(pid: u32) -> Vec<(String, String)> {
 /// Run by root, the sentry, while the application runs, is in namespaces
 /// of its own, as nobody, with CAP_DAC_READ_SEARCH as its one capability,
 /// PR_SET_NO_NEW_PRIVS, the seccomp filter, a root holding only the served
-/// root and /proc, and no descriptor but its own: not one its caller left
+/// root, /proc and cordon's executable, and no descriptor but its own: not one its caller left
 /// open. The monitor, cordon's own process, is nobody without any
 /// capability, with stdio and its pipe to the sentry. The application is
 /// still root.
@@ -170,7 +170,12 @@ fn the_sentry_runs_confined() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     root.sort();
-    assert_eq!(root, ["proc", "rootfs"], "the sentry's root holds the served root and /proc only");
+    // And, at its own path, cordon's executable (for backtraces).
+    let exe = common::cordon();
+    let exe_top = exe.components().nth(1).expect("an absolute path").as_os_str().to_string_lossy().into_owned();
+    let mut expected = vec!["proc".to_string(), "rootfs".to_string(), exe_top];
+    expected.sort();
+    assert_eq!(root, expected, "the sentry's root holds the served root, /proc and cordon's executable only");
 
     // Its own descriptors: stdio and the monitor's pipe, KVM's, the memory
     // file, event and signal descriptors, its procfs, and what it opened of
@@ -273,4 +278,20 @@ fn a_user_who_is_not_root_runs_programs() {
     let group = child.id() as i32;
     let out = common::finish_within(child, HANG, "forbidden_host_call as nobody");
     assert_killed_by_filter("forbidden_host_call as nobody", &out, group);
+}
+
+/// With RUST_BACKTRACE, a sentry bug's backtrace names the sentry's
+/// functions: the sentry, in its own root, still reads cordon's executable
+/// for them.
+#[test]
+fn a_sentry_bug_backtrace_names_functions() {
+    require_kvm!();
+    let prog = common::c_program("sentry_bug", "static");
+    let mut cmd = armed(Command::new(common::cordon()), true);
+    cmd.env("RUST_BACKTRACE", "1").args(["run", "--"]).arg(&prog);
+    let out = common::finish_within(spawn(cmd), HANG, "sentry_bug with a backtrace");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "stderr:\n{stderr}");
+    assert!(stderr.starts_with("cordon: internal error: "), "stderr:\n{stderr}");
+    assert!(stderr.contains("sentry::syscalls::test_panic"), "no function names in the backtrace:\n{stderr}");
 }

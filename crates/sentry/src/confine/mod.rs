@@ -16,8 +16,10 @@
 //!   one debug line (`RUST_LOG=debug`); the run goes on.
 //! - a root of its own: a read-only tmpfs holding only `/rootfs`, a
 //!   read-only (`nosuid`, `nodev`) copy of the served root's mount tree,
-//!   and `/proc`, the PID namespace's own procfs (host files are reopened
-//!   through `/proc/self/fd`). The old root is detached; `..` from the
+//!   `/proc`, the PID namespace's own procfs (host files are reopened
+//!   through `/proc/self/fd`), and a read-only copy of cordon's own
+//!   executable at its path (a sentry bug's backtrace reads its function
+//!   names there). The old root is detached; `..` from the
 //!   served root leads only to that empty tmpfs. The KVM device and the
 //!   memory file need no path: their descriptors are open by then.
 //! - identity: run by root, the sentry becomes uid/gid 65534 (nobody) with
@@ -221,6 +223,45 @@ fn die_with_monitor(from_monitor: &OwnedFd) {
     }
 }
 
+/// Mounts a read-only copy of the host file `path` at the same path under
+/// `root`, making the directories on the way.
+fn expose_file(root: &OwnedFd, path: &Path) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let (Some(parent), Some(name)) = (path.strip_prefix("/").ok().and_then(Path::parent), path.file_name()) else {
+        return Err(std::io::Error::other(format!("{}: not an absolute path to a file", path.display())));
+    };
+    let mut dir = rustix::io::dup(root)?;
+    for part in parent.components() {
+        match rustix::fs::mkdirat(&dir, part.as_os_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        dir = rustix::fs::openat(
+            &dir,
+            part.as_os_str(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+    }
+    drop(rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )?);
+    let file = rustix::mount::open_tree(
+        rustix::fs::CWD,
+        path,
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+    )?;
+    mount_setattr(
+        &file,
+        MountAttrFlags::MOUNT_ATTR_RDONLY | MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV,
+        false,
+    )?;
+    Ok(rustix::mount::move_mount(&file, "", &dir, name, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)?)
+}
+
 /// `struct mount_attr` of mount_setattr(2).
 #[repr(C)]
 struct MountAttr {
@@ -316,6 +357,11 @@ impl Isolation {
         };
         rustix::mount::move_mount(&proc, "", &new_root, "proc", MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)
             .map_err(failed("mounting /proc"))?;
+        // A sentry bug's backtrace (RUST_BACKTRACE) names functions from
+        // cordon's own executable, found by the path it was started from.
+        if let Err(e) = std::env::current_exe().and_then(|exe| expose_file(&new_root, &exe)) {
+            tracing::debug!("backtraces of sentry bugs will show no function names: {e}");
+        }
         mount_setattr(&new_root, MountAttrFlags::MOUNT_ATTR_RDONLY, false)
             .map_err(failed("making the new root read-only"))?;
         self.new_root = Some(new_root);
