@@ -8,9 +8,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use sentry::diag;
+use sentry::confine::{self, Role};
 use sentry::sandbox::{Bind, Sandbox, SandboxConfig};
 use sentry::task::ExitStatus;
+use sentry::{diag, internal_error};
 
 #[derive(Parser)]
 #[command(name = "cordon", version, about = "Run Linux programs in a KVM sandbox with a kernel of its own")]
@@ -68,6 +69,9 @@ struct RunArgs {
     /// host CPU); other runnable threads take turns.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     cpus: Option<u32>,
+    /// KVM device to use.
+    #[arg(long, value_name = "PATH", default_value = platform::kvm::DEFAULT_DEVICE)]
+    kvm_device: PathBuf,
     /// Most tasks (threads and processes) alive in the sandbox at once;
     /// fork and clone past it fail with EAGAIN (default: unlimited).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
@@ -167,10 +171,14 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
     let command: Vec<Vec<u8>> = args.command.into_iter().map(OsString::into_vec).collect();
     Ok(SandboxConfig {
         rootfs,
+        rootfs_open_at: None,
+        kvm_device: args.kvm_device,
         program: command[0].clone(),
         args: command,
         env,
         cwd,
+        // The sandbox's first process has the caller's ids, whatever the
+        // sentry's own become.
         creds: sentry::task::Creds::of_host(),
         masks,
         make_dirs,
@@ -272,7 +280,7 @@ fn parse_volume(v: &OsString) -> Result<Bind> {
         bail!("-v {shown}: the sandbox path may not contain . or ..");
     }
     let at = comps.iter().flat_map(|c| [b"/".as_slice(), c]).flatten().copied().collect();
-    Ok(Bind { host, at })
+    Ok(Bind { host, open_at: None, at })
 }
 
 /// Set to 1 (by cordon's own tests only), it makes a system call number
@@ -309,32 +317,61 @@ fn default_cwd(rootfs: &std::path::Path, masks: &[Vec<u8>], binds: &[Bind]) -> V
 enum ProfileOut {
     Text,
     Json,
-    TextAndFile(PathBuf),
+    /// The file is opened before the sentry confines itself.
+    TextAndFile(PathBuf, std::fs::File),
 }
 
 fn run(args: RunArgs) -> Result<ExitCode> {
-    let profile = args.profile.as_ref().map(|p| match p.to_str() {
-        Some("-") => ProfileOut::Text,
-        Some("json") => ProfileOut::Json,
-        _ => ProfileOut::TextAndFile(PathBuf::from(p)),
-    });
+    let profile = match args.profile.as_ref().map(|p| (p.to_str(), p)) {
+        None => None,
+        Some((Some("-"), _)) => Some(ProfileOut::Text),
+        Some((Some("json"), _)) => Some(ProfileOut::Json),
+        Some((_, p)) => {
+            let path = PathBuf::from(p);
+            let file = std::fs::File::create(&path).with_context(|| format!("--profile {}", path.display()))?;
+            Some(ProfileOut::TextAndFile(path, file))
+        }
+    };
     let config = build_config(args)?;
-    let sandbox = match Sandbox::new(&config) {
+    let bind_sources: Vec<&std::path::Path> = config.binds.iter().map(|b| b.host.as_path()).collect();
+    let mut isolation = match confine::isolate(&config.rootfs, &bind_sources) {
+        Ok(Role::Monitor(status)) => return Ok(ExitCode::from(status)),
+        Ok(Role::Sentry(isolation)) => isolation,
+        Err(e) => {
+            diag::line(format_args!("cordon: {e}"));
+            return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
+        }
+    };
+    let binds = config
+        .binds
+        .iter()
+        .enumerate()
+        .map(|(i, b)| Bind { open_at: Some(isolation.served_bind(i, &b.host)), ..b.clone() })
+        .collect();
+    let config = SandboxConfig { rootfs_open_at: Some(isolation.served_root(&config.rootfs)), binds, ..config };
+    let mut sandbox = match Sandbox::new(&config) {
         Ok(s) => s,
         Err(e) => {
             diag::line(format_args!("cordon: {e}"));
             return Ok(ExitCode::from(e.exit_code() as u8));
         }
     };
+    if let Some(fd) = isolation.take_monitor_channel() {
+        sandbox.forward_signals_from(fd);
+    }
+    if let Err(e) = isolation.lock_down() {
+        diag::line(format_args!("cordon: {e}"));
+        return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
+    }
     let outcome = sandbox.run();
     let status = outcome.status;
     if let (Some(out), Some(report)) = (profile, outcome.report) {
         match out {
             ProfileOut::Text => diag::text(&report.render()),
             ProfileOut::Json => diag::line(format_args!("{}", serde_json::to_string_pretty(&report)?)),
-            ProfileOut::TextAndFile(path) => {
+            ProfileOut::TextAndFile(path, mut file) => {
                 diag::text(&report.render());
-                std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+                std::io::Write::write_all(&mut file, serde_json::to_string_pretty(&report)?.as_bytes())
                     .with_context(|| format!("--profile {}", path.display()))?;
             }
         }
@@ -368,7 +405,16 @@ fn one_line(e: &clap::Error) -> String {
 }
 
 fn main() -> ExitCode {
-    sentry::internal_error::install();
+    // Before anything of cordon's own is open: no descriptor the caller
+    // leaves open reaches the sentry or the application.
+    confine::close_inherited_descriptors();
+    internal_error::install();
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

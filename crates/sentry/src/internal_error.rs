@@ -71,7 +71,7 @@ pub fn install() {
 }
 
 /// Puts back the terminal settings saved at start.
-fn restore_terminals() {
+pub fn restore_terminals() {
     for (fd, t) in TERMINALS.get().into_iter().flatten() {
         // SAFETY: tcsetattr reads a termios we own; an error leaves the
         // terminal as it is.

@@ -90,7 +90,7 @@ impl Kernel {
         facts: AuxFacts,
         clock: Arc<Clock>,
     ) -> Arc<Kernel> {
-        let k = Arc::new(Kernel {
+        Arc::new(Kernel {
             platform,
             mf,
             mounts: MountTable::default(),
@@ -111,10 +111,15 @@ impl Kernel {
             threads_gone: Condvar::new(),
             init_status: Mutex::new(None),
             init_done: Condvar::new(),
-        });
-        k.timers.start(Arc::downgrade(&k));
-        k.clock.start();
-        k
+        })
+    }
+
+    /// Starts the kernel's own host threads (timers, the clock). Apart from
+    /// `new`: the sentry confines itself in between, while it has a single
+    /// thread.
+    pub fn start_services(self: &Arc<Self>) {
+        self.timers.start(Arc::downgrade(self));
+        self.clock.start();
     }
 
     /// A new thread id (also the pid of a new process).

@@ -3,6 +3,7 @@
 
 pub mod abi;
 pub mod arch;
+pub mod confine;
 pub mod diag;
 pub mod errno;
 pub mod fd;

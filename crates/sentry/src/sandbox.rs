@@ -30,6 +30,9 @@ use crate::vdso::{Clock, Vdso};
 #[derive(Clone, Debug)]
 pub struct Bind {
     pub host: PathBuf,
+    /// Where the sentry opens `host`, when not at that path (a confined
+    /// sentry reaches its own copy of it; see [`crate::confine`]).
+    pub open_at: Option<PathBuf>,
     /// Absolute path inside the sandbox.
     pub at: Vec<u8>,
 }
@@ -39,6 +42,11 @@ pub struct Bind {
 pub struct SandboxConfig {
     /// Host directory that becomes `/`.
     pub rootfs: PathBuf,
+    /// Where the sentry opens `rootfs`, when not at that path (a confined
+    /// sentry reaches its own copy of it; see [`crate::confine`]).
+    pub rootfs_open_at: Option<PathBuf>,
+    /// The KVM device.
+    pub kvm_device: PathBuf,
     /// The program as the user named it.
     pub program: Vec<u8>,
     /// Arguments, the program name first.
@@ -118,6 +126,8 @@ pub struct Sandbox {
     resources_at_start: Resources,
     /// The real user id signals forwarded from outside are sent as.
     outside_uid: u32,
+    /// Signals passed on by cordon's monitor process, if there is one.
+    from_monitor: Option<OwnedFd>,
 }
 
 /// How a sandbox run ended.
@@ -139,14 +149,14 @@ impl Sandbox {
         // sentry thread: block them before any thread starts.
         block_forwarded_signals();
         let mf = Arc::new(MemoryFile::new(config.memory).map_err(|e| SandboxError::Setup(e.to_string()))?);
-        let kvm = KvmPlatform::new(mf.clone())?;
+        let kvm = KvmPlatform::with_device(&config.kvm_device, mf.clone())?;
         if let Some(n) = config.cpus {
             kvm.set_vcpu_limit(n);
         }
         let platform: Arc<dyn Platform> = Arc::new(kvm);
         let host = HostFs::new(mf.clone()).map_err(|e| SandboxError::Setup(format!("/proc/self/fd: {e}")))?;
         let root = host
-            .open_tree(&config.rootfs)
+            .open_tree(config.rootfs_open_at.as_ref().unwrap_or(&config.rootfs))
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
         if root.file_type() != FileType::Directory {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
@@ -203,6 +213,7 @@ impl Sandbox {
             profile: config.profile,
             resources_at_start,
             outside_uid: config.creds.uid.real,
+            from_monitor: None,
         })
     }
 
@@ -231,7 +242,7 @@ impl Sandbox {
         }
         for b in &config.binds {
             let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
-            let inode = host.open_tree(&b.host).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
+            let inode = host.open_tree(b.open_at.as_ref().unwrap_or(&b.host)).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
             let Some((dir, name, existing)) =
                 mount_point(kernel, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
             else {
@@ -352,12 +363,23 @@ impl Sandbox {
         }
     }
 
+    /// Takes the signals for the sandbox from cordon's monitor process,
+    /// one byte (the signal's number) each, on `fd` (see
+    /// [`crate::confine`]). Then only the signals a terminal sends are
+    /// taken directly: others sent to the sentry's process group reach the
+    /// monitor too, and are passed on once, by it.
+    pub fn forward_signals_from(&mut self, fd: OwnedFd) {
+        self.from_monitor = Some(fd);
+    }
+
     /// Runs the program to completion: until the first process exits, when
-    /// every other task is killed and every host thread joined.
+    /// every other task is killed and every host thread joined. The
+    /// sentry's first host threads start here.
     pub fn run(self) -> Outcome {
-        let Sandbox { kernel, init, init_thread, profile, resources_at_start, outside_uid } = self;
+        let Sandbox { kernel, init, init_thread, profile, resources_at_start, outside_uid, from_monitor } = self;
         let started = std::time::Instant::now();
-        let forwarder = Forwarder::start(kernel.clone(), outside_uid);
+        kernel.start_services();
+        let forwarder = Forwarder::start(kernel.clone(), outside_uid, from_monitor);
         init_thread.start(move || run_task(init));
         let status = kernel.wait_init();
         kernel.shutdown();
@@ -424,7 +446,7 @@ const FORWARDED: [i32; 10] = [
     libc::SIGTSTP,
 ];
 
-fn forwarded_set() -> libc::sigset_t {
+pub(crate) fn forwarded_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -436,7 +458,7 @@ fn forwarded_set() -> libc::sigset_t {
     }
 }
 
-fn block_forwarded_signals() {
+pub(crate) fn block_forwarded_signals() {
     let set = forwarded_set();
     // SAFETY: changes only the calling thread's mask; threads created later
     // inherit it.
@@ -444,8 +466,8 @@ fn block_forwarded_signals() {
 }
 
 /// A host thread that takes signals sent to cordon and sends them to the
-/// sandbox's first process. It waits on a signalfd and an eventfd that
-/// stops it.
+/// sandbox's first process. It waits on a signalfd, the monitor's pipe
+/// (if there is a monitor) and an eventfd that stops it.
 struct Forwarder {
     stop: OwnedFd,
     handle: std::thread::JoinHandle<()>,
@@ -454,7 +476,7 @@ struct Forwarder {
 impl Forwarder {
     /// Signals are sent as from outside the sandbox's pid namespace (pid
     /// 0) by `uid`.
-    fn start(kernel: Arc<Kernel>, uid: u32) -> Forwarder {
+    fn start(kernel: Arc<Kernel>, uid: u32, mut from_monitor: Option<OwnedFd>) -> Forwarder {
         use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
         let stop = eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd");
         let stop_wait = stop.try_clone().expect("dup eventfd");
@@ -464,23 +486,48 @@ impl Forwarder {
         assert!(sfd >= 0, "signalfd: {}", std::io::Error::last_os_error());
         // SAFETY: sfd is a fresh descriptor we own.
         let sfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(sfd) };
+        let send = move |sig: u32| {
+            let init = kernel.procs.lock().unwrap().group(INIT_PID);
+            if let Some(init) = init {
+                crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0, uid));
+            }
+        };
         let handle = std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
+                let monitored = from_monitor.is_some();
                 loop {
-                    let mut fds = [PollFd::new(&sfd, PollFlags::IN), PollFd::new(&stop_wait, PollFlags::IN)];
+                    let mut fds = vec![PollFd::new(&stop_wait, PollFlags::IN), PollFd::new(&sfd, PollFlags::IN)];
+                    if let Some(m) = &from_monitor {
+                        fds.push(PollFd::new(m, PollFlags::IN));
+                    }
                     if poll(&mut fds, None).is_err() {
                         continue;
                     }
-                    if !fds[1].revents().is_empty() {
+                    if !fds[0].revents().is_empty() {
                         return;
                     }
-                    let mut info = [0u8; 128];
-                    let Ok(128) = rustix::io::read(&sfd, &mut info) else { continue };
-                    let sig = u32::from_le_bytes(info[0..4].try_into().unwrap());
-                    let init = kernel.procs.lock().unwrap().group(INIT_PID);
-                    if let Some(init) = init {
-                        crate::task::send_to_group(&kernel, &init, SigInfo::user(sig, code::SI_USER, 0, uid));
+                    let from_signalfd = !fds[1].revents().is_empty();
+                    let from_pipe = fds.get(2).is_some_and(|f| !f.revents().is_empty());
+                    drop(fds);
+                    if from_signalfd {
+                        let mut info = [0u8; 128];
+                        if let Ok(128) = rustix::io::read(&sfd, &mut info) {
+                            let sig = u32::from_le_bytes(info[0..4].try_into().unwrap());
+                            let si_code = i32::from_le_bytes(info[8..12].try_into().unwrap());
+                            if !monitored || si_code == libc::SI_KERNEL {
+                                send(sig);
+                            }
+                        }
+                    }
+                    if from_pipe && let Some(m) = &from_monitor {
+                        let mut b = [0u8; 1];
+                        match rustix::io::read(m, &mut b) {
+                            Ok(1) => send(u32::from(b[0])),
+                            // The monitor is gone (and the sentry with it,
+                            // by its parent-death signal).
+                            Ok(_) | Err(_) => from_monitor = None,
+                        }
                     }
                 }
             })

@@ -14,6 +14,9 @@ mod guest_memory;
 mod kick;
 
 use std::collections::VecDeque;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -393,23 +396,68 @@ fn default_vcpu_limit() -> u32 {
     cpus.saturating_mul(VCPUS_PER_HOST_CPU)
 }
 
-fn open_kvm() -> Result<Kvm, PlatformError> {
-    match Kvm::new() {
+/// The KVM device cordon uses unless told otherwise.
+pub const DEFAULT_DEVICE: &str = "/dev/kvm";
+
+fn open_kvm(device: &Path) -> Result<Kvm, PlatformError> {
+    let shown = device.display();
+    let path = CString::new(device.as_os_str().as_bytes())
+        .map_err(|_| PlatformError::Unavailable(format!("{shown}: not a path")))?;
+    match Kvm::new_with_path(&path) {
         Ok(k) => Ok(k),
         Err(e) => Err(PlatformError::Unavailable(match e.errno() {
             libc::ENOENT => {
-                "/dev/kvm does not exist: this host offers no KVM (load kvm_intel, kvm_amd or kvm_pvm)".into()
+                format!("{shown} does not exist: this host offers no KVM (load kvm_intel, kvm_amd or kvm_pvm)")
             }
-            libc::EACCES | libc::EPERM => "/dev/kvm: permission denied (run as a member of the kvm group)".into(),
-            n => format!("/dev/kvm cannot be opened: {}", std::io::Error::from_raw_os_error(n)),
+            libc::EACCES | libc::EPERM => format!("{shown}: permission denied (run as a member of the kvm group)"),
+            n => format!("{shown} cannot be opened: {}", std::io::Error::from_raw_os_error(n)),
         })),
     }
+}
+
+/// The ioctl requests the kvm platform makes on the KVM device, its VM and
+/// its vCPUs once the sandbox runs (vCPUs are made as they are needed), for
+/// the sentry's seccomp allow-list. Requests made only while the VM is built
+/// (KVM_CREATE_VM, KVM_GET_SUPPORTED_CPUID) are on it too: the filter may be
+/// installed before the platform is.
+pub fn host_ioctls() -> Vec<u64> {
+    use kvm_bindings::{kvm_cpuid2, kvm_msrs, kvm_sregs, kvm_userspace_memory_region, kvm_vcpu_events, kvm_xsave};
+    use rustix::ioctl::opcode::{none, read, read_write, write};
+    const KVMIO: u8 = 0xae;
+    [
+        none(KVMIO, 0x01),                                 // KVM_CREATE_VM
+        none(KVMIO, 0x03),                                 // KVM_CHECK_EXTENSION
+        none(KVMIO, 0x04),                                 // KVM_GET_VCPU_MMAP_SIZE
+        read_write::<kvm_cpuid2>(KVMIO, 0x05),             // KVM_GET_SUPPORTED_CPUID
+        none(KVMIO, 0x41),                                 // KVM_CREATE_VCPU
+        write::<kvm_userspace_memory_region>(KVMIO, 0x46), // KVM_SET_USER_MEMORY_REGION
+        none(KVMIO, 0x80),                                 // KVM_RUN
+        read::<kvm_sregs>(KVMIO, 0x83),                    // KVM_GET_SREGS
+        write::<kvm_sregs>(KVMIO, 0x84),                   // KVM_SET_SREGS
+        read_write::<kvm_msrs>(KVMIO, 0x88),               // KVM_GET_MSRS
+        write::<kvm_msrs>(KVMIO, 0x89),                    // KVM_SET_MSRS
+        write::<kvm_cpuid2>(KVMIO, 0x90),                  // KVM_SET_CPUID2
+        read::<kvm_vcpu_events>(KVMIO, 0x9f),              // KVM_GET_VCPU_EVENTS
+        none(KVMIO, 0xa3),                                 // KVM_GET_TSC_KHZ
+        read::<kvm_xsave>(KVMIO, 0xa4),                    // KVM_GET_XSAVE
+        write::<kvm_xsave>(KVMIO, 0xa5),                   // KVM_SET_XSAVE
+        write::<kvm_xcrs>(KVMIO, 0xa7),                    // KVM_SET_XCRS
+        write::<kvm_device_attr>(KVMIO, 0xe1),             // KVM_SET_DEVICE_ATTR
+    ]
+    .into_iter()
+    .map(|op| op as u64)
+    .collect()
 }
 
 impl KvmPlatform {
     /// Opens KVM and builds a VM whose guest-physical memory is `mem`.
     pub fn new(mem: Arc<MemoryFile>) -> Result<Self, PlatformError> {
-        let kvm = open_kvm()?;
+        Self::with_device(Path::new(DEFAULT_DEVICE), mem)
+    }
+
+    /// As [`KvmPlatform::new`], with the KVM device at `device`.
+    pub fn with_device(device: &Path, mem: Arc<MemoryFile>) -> Result<Self, PlatformError> {
+        let kvm = open_kvm(device)?;
         for (cap, name) in [
             (Cap::SyncRegs, "KVM_CAP_SYNC_REGS"),
             (Cap::ImmediateExit, "KVM_CAP_IMMEDIATE_EXIT"),

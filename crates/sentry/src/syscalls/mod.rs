@@ -35,6 +35,16 @@ use crate::task::Task;
 /// [`KernelConfig::test_panic_syscall`]: crate::kernel::KernelConfig::test_panic_syscall
 pub const TEST_PANIC_SYSCALL: u64 = 0x0bad_c0de;
 
+/// Another number no Linux system call has, which makes the sentry itself
+/// call `open_by_handle_at` on the host when
+/// [`KernelConfig::test_panic_syscall`] is set: how the tests make sure a
+/// host call outside the sentry's seccomp allow-list ends the sandbox.
+/// Unconfined, the call fails (EBADF) and the caller gets that error;
+/// unset, the number fails with ENOSYS as on Linux.
+///
+/// [`KernelConfig::test_panic_syscall`]: crate::kernel::KernelConfig::test_panic_syscall
+pub const TEST_FORBIDDEN_HOST_CALL: u64 = 0x0bad_ca11;
+
 /// A system call implementation.
 pub type Handler = fn(&mut Task, &[u64; 6]) -> SysResult;
 
@@ -49,6 +59,7 @@ pub fn dispatch(task: &mut Task) {
     let result = match def {
         Some(d) => (d.handler)(task, &args),
         None if nr == TEST_PANIC_SYSCALL && task.kernel.config.test_panic_syscall => test_panic(task),
+        None if nr == TEST_FORBIDDEN_HOST_CALL && task.kernel.config.test_panic_syscall => test_forbidden_host_call(),
         None => {
             task.kernel.report_unsupported(nr, &table::name(nr));
             Err(SysError::Errno(Errno::ENOSYS))
@@ -77,6 +88,23 @@ pub fn dispatch(task: &mut Task) {
 fn test_panic(task: &Task) -> ! {
     let _tree = task.kernel.procs.lock().unwrap();
     panic!("system call {TEST_PANIC_SYSCALL:#x} made to test the handling of sentry bugs")
+}
+
+/// A host system call the sentry never makes, made on purpose (see
+/// [`TEST_FORBIDDEN_HOST_CALL`]). With no mount descriptor it can only
+/// fail.
+fn test_forbidden_host_call() -> SysResult {
+    // SAFETY: the handle pointer is null and the mount descriptor invalid:
+    // the kernel refuses the call without touching memory.
+    let r = unsafe { libc::syscall(libc::SYS_open_by_handle_at, -1, std::ptr::null::<u8>(), libc::O_RDONLY) };
+    if r >= 0 {
+        // Not expected; do not leak whatever it opened.
+        // SAFETY: r is a descriptor this call just returned to us.
+        unsafe { libc::close(r as i32) };
+        return Ok(0);
+    }
+    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL);
+    Err(Errno::new(errno as u16).into())
 }
 
 /// The name of system call `nr`.

@@ -1,0 +1,182 @@
+//! The sentry's seccomp allow-list: the host system calls it makes, and
+//! nothing else. Any other call kills the whole sentry
+//! (`SECCOMP_RET_KILL_PROCESS`), so a violation is a visible failure, never
+//! a silently changed result; cordon's monitor reports it as an internal
+//! error.
+//!
+//! The list comes from reading the sentry's code and from running every
+//! test under a filter that only logged (`SECCOMP_RET_LOG`). It has to
+//! cover what the sentry does lazily: opening host files (any type, by
+//! `openat2` under the served root and reopening through `/proc/self/fd`),
+//! reading `/proc/self/*` for `--profile`, making vCPUs and host threads as
+//! tasks appear, kicking them with signals, terminal ioctls on stdio.
+//!
+//! Arguments are checked where that is cheap and means something:
+//! - `ioctl`: only the requests of the platform (KVM) and the terminal
+//!   requests the sentry answers from its host descriptors.
+//! - `clone`: threads only (`CLONE_THREAD`); `clone3`, whose flags sit in
+//!   memory a filter cannot read, fails with ENOSYS, on which the C
+//!   library falls back to `clone`.
+//! - `tgkill`: signals to the sentry's own threads only.
+//! - `mmap`, `mprotect`: never executable memory (the sentry maps code only
+//!   while it starts; application code runs in the guest).
+//! - `prctl`: naming a thread only.
+//! - `prlimit64`: reading limits only.
+//!
+//! Never allowed, among everything else: `execve`, `fork`, `ptrace`,
+//! `mount` and the rest of the mount API, `unshare`, `setns`, `kill` (of
+//! other processes), sockets, `bpf`, `perf_event_open`, `process_vm_*`,
+//! and `open_by_handle_at`/`name_to_handle_at`, which with the
+//! CAP_DAC_READ_SEARCH a root-started sentry keeps would open any file of
+//! a file system by its handle, past every root.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+};
+
+/// Host system calls allowed with any arguments.
+const ALLOWED: &[libc::c_long] = &[
+    // Descriptors and files (host files are opened under the served root
+    // and reopened through /proc/self/fd).
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_readv,
+    libc::SYS_writev,
+    libc::SYS_pread64,
+    libc::SYS_pwrite64,
+    libc::SYS_preadv,
+    libc::SYS_pwritev,
+    libc::SYS_lseek,
+    libc::SYS_close,
+    libc::SYS_dup,
+    libc::SYS_fcntl,
+    libc::SYS_openat,
+    libc::SYS_openat2,
+    libc::SYS_fstat,
+    libc::SYS_newfstatat,
+    libc::SYS_statx,
+    libc::SYS_fstatfs,
+    libc::SYS_faccessat,
+    libc::SYS_faccessat2,
+    libc::SYS_readlinkat,
+    libc::SYS_getdents64,
+    // A panic's backtrace (RUST_BACKTRACE) names files relative to it.
+    libc::SYS_getcwd,
+    libc::SYS_fsync,
+    libc::SYS_fdatasync,
+    // The memory file.
+    libc::SYS_memfd_create,
+    libc::SYS_ftruncate,
+    libc::SYS_fallocate,
+    // The sentry's own memory.
+    libc::SYS_munmap,
+    libc::SYS_mremap,
+    libc::SYS_madvise,
+    libc::SYS_brk,
+    // Waiting and waking.
+    libc::SYS_futex,
+    libc::SYS_poll,
+    libc::SYS_ppoll,
+    libc::SYS_eventfd2,
+    libc::SYS_signalfd4,
+    libc::SYS_pipe2,
+    libc::SYS_sched_yield,
+    libc::SYS_nanosleep,
+    libc::SYS_clock_nanosleep,
+    // Time.
+    libc::SYS_clock_gettime,
+    libc::SYS_clock_getres,
+    libc::SYS_gettimeofday,
+    // Signals of its own (kicks, the forwarded set, fault handling).
+    libc::SYS_rt_sigaction,
+    libc::SYS_rt_sigprocmask,
+    libc::SYS_rt_sigreturn,
+    libc::SYS_sigaltstack,
+    libc::SYS_restart_syscall,
+    // Threads.
+    libc::SYS_set_robust_list,
+    libc::SYS_rseq,
+    libc::SYS_sched_getaffinity,
+    libc::SYS_getcpu,
+    libc::SYS_exit,
+    libc::SYS_exit_group,
+    // Facts about the host it reports or sizes things by.
+    libc::SYS_getpid,
+    libc::SYS_gettid,
+    libc::SYS_getuid,
+    libc::SYS_geteuid,
+    libc::SYS_getgid,
+    libc::SYS_getegid,
+    libc::SYS_getgroups,
+    libc::SYS_capget,
+    libc::SYS_uname,
+    libc::SYS_sysinfo,
+    libc::SYS_getrusage,
+    libc::SYS_getrandom,
+];
+
+/// Terminal requests the sentry makes on the host's stdio descriptors:
+/// answers to the application's TCGETS, TIOCGWINSZ and FIONREAD, and the
+/// terminal settings put back when cordon fails.
+const TERMINAL_IOCTLS: &[u64] = &[libc::TCGETS, libc::TCSETS, libc::TIOCGWINSZ, libc::FIONREAD];
+
+fn rule(conditions: Vec<SeccompCondition>) -> SeccompRule {
+    SeccompRule::new(conditions).expect("a rule with conditions")
+}
+
+fn arg(index: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64) -> SeccompCondition {
+    SeccompCondition::new(index, len, op, value).expect("a valid condition")
+}
+
+/// The allow-list for a sentry whose process id (as it sees it) is
+/// `own_pid`.
+fn allow_list(own_pid: i32) -> BTreeMap<i64, Vec<SeccompRule>> {
+    use SeccompCmpArgLen::{Dword, Qword};
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = ALLOWED.iter().map(|nr| (*nr, Vec::new())).collect();
+    // The kernel takes an ioctl's request as 32 bits.
+    let ioctls = platform::kvm::host_ioctls().into_iter().chain(TERMINAL_IOCTLS.iter().copied());
+    rules.insert(libc::SYS_ioctl, ioctls.map(|req| rule(vec![arg(1, Dword, SeccompCmpOp::Eq, req)])).collect());
+    let thread = libc::CLONE_THREAD as u64;
+    rules.insert(libc::SYS_clone, vec![rule(vec![arg(0, Qword, SeccompCmpOp::MaskedEq(thread), thread)])]);
+    // Let through here; the second filter makes it ENOSYS.
+    rules.insert(libc::SYS_clone3, Vec::new());
+    rules.insert(libc::SYS_tgkill, vec![rule(vec![arg(0, Dword, SeccompCmpOp::Eq, own_pid as u64)])]);
+    let exec = libc::PROT_EXEC as u64;
+    let no_exec = || vec![rule(vec![arg(2, Qword, SeccompCmpOp::MaskedEq(exec), 0)])];
+    rules.insert(libc::SYS_mmap, no_exec());
+    rules.insert(libc::SYS_mprotect, no_exec());
+    rules.insert(
+        libc::SYS_prctl,
+        [libc::PR_SET_NAME, libc::PR_GET_NAME]
+            .into_iter()
+            .map(|op| rule(vec![arg(0, Dword, SeccompCmpOp::Eq, op as u64)]))
+            .collect(),
+    );
+    rules.insert(libc::SYS_prlimit64, vec![rule(vec![arg(2, Qword, SeccompCmpOp::Eq, 0)])]);
+    rules
+}
+
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, mismatch: SeccompAction, matched: SeccompAction) -> BpfProgram {
+    let arch = std::env::consts::ARCH.try_into().expect("an architecture seccompiler knows");
+    SeccompFilter::new(rules, mismatch, matched, arch)
+        .and_then(BpfProgram::try_from)
+        .expect("the sentry's filter compiles")
+}
+
+/// Installs the filters on every thread of the sentry. Needs
+/// PR_SET_NO_NEW_PRIVS (or CAP_SYS_ADMIN).
+pub fn install() -> std::io::Result<()> {
+    let own_pid = rustix::process::getpid().as_raw_nonzero().get();
+    let allow = compile(allow_list(own_pid), SeccompAction::KillProcess, SeccompAction::Allow);
+    let clone3 = compile(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+    );
+    for program in [clone3, allow] {
+        seccompiler::apply_filter_all_threads(&program).map_err(|e| std::io::Error::other(e.to_string()))?;
+    }
+    Ok(())
+}
