@@ -94,7 +94,12 @@ fn child_of(parent: u32) -> Option<u32> {
 
 /// The value of `key` in /proc/PID/status.
 fn status_field(pid: u32, key: &str) -> String {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status_file_field(&format!("/proc/{pid}/status"), key)
+}
+
+/// The value of `key` in a status file of /proc.
+fn status_file_field(path: &str, key: &str) -> String {
+    let text = std::fs::read_to_string(path).expect("status");
     let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap_or_else(|| panic!("no {key}"));
     line[key.len() + 1..].trim().to_string()
 }
@@ -115,8 +120,9 @@ fn descriptors(pid: u32) -> Vec<(String, String)> {
 
 /// Run by root, the sentry, while the application runs, is in namespaces
 /// of its own, as nobody, with CAP_DAC_READ_SEARCH as its one capability,
-/// PR_SET_NO_NEW_PRIVS, the seccomp filter, a root holding only the served
-/// root, /proc and cordon's executable, and no descriptor but its own: not one its caller left
+/// PR_SET_NO_NEW_PRIVS, the seccomp filter on every thread, a root holding
+/// only the served root, the sources of bind mounts, /proc and cordon's
+/// executable, and no descriptor but its own: not one its caller left
 /// open. The monitor, cordon's own process, is nobody without any
 /// capability, with stdio and its pipe to the sentry. The application is
 /// still root.
@@ -164,6 +170,25 @@ fn the_sentry_runs_confined() {
     assert_eq!(status_field(sentry, "CapAmb"), "0000000000000000");
     assert_eq!(status_field(sentry, "NoNewPrivs"), "1");
     assert_eq!(status_field(sentry, "Seccomp"), "2");
+    // Every host thread, the application's task threads among them, the
+    // same: a thread keeps the identity of the one that made it.
+    // (KVM's own workers, such as kvm-nx-lpage-recovery, are kernel
+    // threads the host puts in the process's thread group: not cordon's.)
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{sentry}/task"))
+        .expect("the sentry's threads")
+        .flatten()
+        .filter(|e| !std::fs::read_to_string(e.path().join("comm")).unwrap_or_default().starts_with("kvm-"))
+        .map(|e| e.path().join("status").display().to_string())
+        .collect();
+    assert!(threads.len() > 1, "the sentry runs the application on threads of its own");
+    for status in &threads {
+        assert_eq!(status_file_field(status, "Uid"), "65534\t65534\t65534\t65534", "{status}");
+        assert_eq!(status_file_field(status, "CapEff"), dac_read_search, "{status}");
+        assert_eq!(status_file_field(status, "CapPrm"), dac_read_search, "{status}");
+        assert_eq!(status_file_field(status, "CapBnd"), "0000000000000000", "{status}");
+        assert_eq!(status_file_field(status, "NoNewPrivs"), "1", "{status}");
+        assert_eq!(status_file_field(status, "Seccomp"), "2", "{status}");
+    }
     let mut root: Vec<String> = std::fs::read_dir(format!("/proc/{sentry}/root"))
         .expect("the sentry's root")
         .flatten()
@@ -173,15 +198,15 @@ fn the_sentry_runs_confined() {
     // And, at its own path, cordon's executable (for backtraces).
     let exe = common::cordon();
     let exe_top = exe.components().nth(1).expect("an absolute path").as_os_str().to_string_lossy().into_owned();
-    let mut expected = vec!["proc".to_string(), "rootfs".to_string(), exe_top];
+    let mut expected = vec!["binds".to_string(), "proc".to_string(), "rootfs".to_string(), exe_top];
     expected.sort();
-    assert_eq!(root, expected, "the sentry's root holds the served root, /proc and cordon's executable only");
+    assert_eq!(root, expected, "the sentry's root holds the served root, bind sources, /proc and cordon's executable only");
 
     // Its own descriptors: stdio and the monitor's pipe, KVM's, the memory
     // file, event and signal descriptors, its procfs, and what it opened of
     // the served root.
     let own = |target: &str| {
-        ["pipe:", "anon_inode:", "/memfd:", "/rootfs"].iter().any(|p| target.starts_with(p)) || target == "/1/fd"
+        ["pipe:", "anon_inode:", "/memfd:", "/rootfs", "/binds/"].iter().any(|p| target.starts_with(p)) || target == "/1/fd"
     };
     let marker_shown = marker.display().to_string();
     for (fd, target) in descriptors(sentry) {

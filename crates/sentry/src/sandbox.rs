@@ -13,7 +13,7 @@ use crate::fs::host::HostFs;
 use crate::fs::stdio::HostStream;
 use crate::fs::synthetic::SynthDir;
 use crate::fs::{Dentry, FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
-use crate::kernel::{Kernel, KernelConfig, TaskThread};
+use crate::kernel::{Kernel, KernelConfig};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
 use crate::profile::{Report, Resources};
@@ -121,7 +121,6 @@ fn env_value<'a>(env: &'a [Vec<u8>], name: &[u8]) -> Option<&'a [u8]> {
 pub struct Sandbox {
     pub kernel: Arc<Kernel>,
     init: Task,
-    init_thread: TaskThread,
     profile: bool,
     resources_at_start: Resources,
     /// The real user id signals forwarded from outside are sent as.
@@ -203,13 +202,9 @@ impl Sandbox {
         kernel.procs.lock().unwrap().set_pids_limit(config.pids_limit.map(|n| n as usize));
         let resources_at_start = Resources::now(&kernel);
         let init = Self::first_task(&kernel, config)?;
-        let init_thread = kernel
-            .new_task_thread(init.tid())
-            .map_err(|e| SandboxError::Setup(format!("cannot make a thread for the first task: {e}")))?;
         Ok(Sandbox {
             kernel,
             init,
-            init_thread,
             profile: config.profile,
             resources_at_start,
             outside_uid: config.creds.uid.real,
@@ -376,9 +371,12 @@ impl Sandbox {
     /// every other task is killed and every host thread joined. The
     /// sentry's first host threads start here.
     pub fn run(self) -> Outcome {
-        let Sandbox { kernel, init, init_thread, profile, resources_at_start, outside_uid, from_monitor } = self;
+        let Sandbox { kernel, init, profile, resources_at_start, outside_uid, from_monitor } = self;
         let started = std::time::Instant::now();
         kernel.start_services();
+        // Made here, after the sentry gave up its rights (host threads
+        // keep the identity of the thread that made them).
+        let init_thread = kernel.new_task_thread(init.tid()).expect("a host thread for the first task");
         let forwarder = Forwarder::start(kernel.clone(), outside_uid, from_monitor);
         init_thread.start(move || run_task(init));
         let status = kernel.wait_init();
