@@ -200,13 +200,17 @@ fn the_sentry_runs_confined() {
     let exe_top = exe.components().nth(1).expect("an absolute path").as_os_str().to_string_lossy().into_owned();
     let mut expected = vec!["binds".to_string(), "proc".to_string(), "rootfs".to_string(), exe_top];
     expected.sort();
-    assert_eq!(root, expected, "the sentry's root holds the served root, bind sources, /proc and cordon's executable only");
+    assert_eq!(
+        root, expected,
+        "the sentry's root holds the served root, bind sources, /proc and cordon's executable only"
+    );
 
     // Its own descriptors: stdio and the monitor's pipe, KVM's, the memory
     // file, event and signal descriptors, its procfs, and what it opened of
     // the served root.
     let own = |target: &str| {
-        ["pipe:", "anon_inode:", "/memfd:", "/rootfs", "/binds/"].iter().any(|p| target.starts_with(p)) || target == "/1/fd"
+        ["pipe:", "anon_inode:", "/memfd:", "/rootfs", "/binds/"].iter().any(|p| target.starts_with(p))
+            || target == "/1/fd"
     };
     let marker_shown = marker.display().to_string();
     for (fd, target) in descriptors(sentry) {
@@ -319,4 +323,46 @@ fn a_sentry_bug_backtrace_names_functions() {
     assert_eq!(out.status.code(), Some(125), "stderr:\n{stderr}");
     assert!(stderr.starts_with("cordon: internal error: "), "stderr:\n{stderr}");
     assert!(stderr.contains("sentry::syscalls::test_panic"), "no function names in the backtrace:\n{stderr}");
+}
+
+/// A user id no other process uses, so that its count of processes (what
+/// RLIMIT_NPROC limits) is this test's alone.
+const THREAD_LIMITED_ID: u32 = 54321;
+
+/// A host that refuses the sentry another thread (RLIMIT_NPROC here) makes
+/// the application's clone fail with EAGAIN, as Linux's does at its own
+/// limits; the sandbox goes on and ends as the program decides.
+#[test]
+fn a_thread_the_host_refuses_is_eagain() {
+    require_kvm!();
+    if !is_root() {
+        eprintln!("skipping: making a KVM device node for another user needs root");
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = common::scratch_dir("thread-limit");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let node = dir.join("kvm");
+    let dev = std::fs::metadata("/dev/kvm").expect("/dev/kvm").rdev();
+    let mode = rustix::fs::Mode::from_raw_mode(0o600);
+    rustix::fs::mknodat(rustix::fs::CWD, &node, rustix::fs::FileType::CharacterDevice, mode, dev).expect("mknod");
+    let id = THREAD_LIMITED_ID;
+    rustix::fs::chown(&node, Some(rustix::process::Uid::from_raw(id)), Some(rustix::process::Gid::from_raw(id)))
+        .expect("chown");
+    let prog = common::c_program("many_threads", "static");
+    let mut cmd = Command::new(common::cordon());
+    cmd.arg("run").arg("--kvm-device").arg(&node).arg("--").arg(&prog).arg("200");
+    cmd.uid(id).gid(id).current_dir("/");
+    // SAFETY: between fork and exec, setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 40, rlim_max: 40 };
+            if libc::setrlimit(libc::RLIMIT_NPROC, &limit) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+        });
+    }
+    let out = common::run_with(cmd, None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "the program reports its failed pthread_create; stderr:\n{stderr}");
+    assert!(stderr.contains("Resource temporarily unavailable"), "pthread_create fails with EAGAIN:\n{stderr}");
+    assert!(!stderr.contains("internal error"), "no sentry failure:\n{stderr}");
 }

@@ -237,7 +237,9 @@ impl Sandbox {
         }
         for b in &config.binds {
             let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
-            let inode = host.open_tree(b.open_at.as_ref().unwrap_or(&b.host)).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
+            let inode = host
+                .open_tree(b.open_at.as_ref().unwrap_or(&b.host))
+                .map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
             let Some((dir, name, existing)) =
                 mount_point(kernel, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
             else {

@@ -363,7 +363,9 @@ impl Isolation {
             .map_err(failed("a copy of a bind mount's source"))?;
             mount_setattr(
                 &tree,
-                MountAttrFlags::MOUNT_ATTR_RDONLY | MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV,
+                MountAttrFlags::MOUNT_ATTR_RDONLY
+                    | MountAttrFlags::MOUNT_ATTR_NOSUID
+                    | MountAttrFlags::MOUNT_ATTR_NODEV,
                 true,
             )
             .map_err(failed("making a bind mount's source read-only"))?;
