@@ -21,7 +21,7 @@ pub fn pipe2(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL.into());
     }
     let extra = OpenFlags::from_bits_retain(flags & g::O_NONBLOCK);
-    let (r, w) = Pipe::new_pair();
+    let (r, w) = Pipe::new_pair(task.mm.memory_file().clone());
     let rf = OpenFile::new(r, None, extra);
     let wf = OpenFile::new(w, None, OpenFlags::WRONLY | extra);
     let cloexec = flags & g::O_CLOEXEC != 0;

@@ -1,0 +1,385 @@
+/* What a program can make the kernel hold, and how memory running out
+ * looks from inside. Each mode is one way of asking for memory; the test
+ * runs them under a memory limit and watches the sandbox's host process
+ * while they run. Every mode prints the same lines natively (without a
+ * limit) as in the sandbox, so a native run checks the program itself.
+ *
+ *   pipes        many pipes, each enlarged to 1 MiB and filled
+ *   pipe-writers threads writing large buffers into one pipe at once
+ *   maps         mmap until the map count limit, then splits past it
+ *   zero-read    reading far more untouched anonymous memory than the limit
+ *   sparse       a 100 GiB MAP_NORESERVE mapping with a few pages touched
+ *   oom          a child allocating until memory runs out
+ *   fork-bomb    processes forking until fork fails */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "t.h"
+
+#define PG 4096UL
+
+/* Enough pipes that filling them all takes several times the limit. */
+#define PIPES 1500
+#define PIPE_SIZE (1 << 20)
+
+static void pipes(void) {
+    static int fds[PIPES][2];
+    static int holds[PIPES];
+    static char chunk[65536];
+    memset(chunk, 'p', sizeof chunk);
+    struct rlimit nofile;
+    CHECK(getrlimit(RLIMIT_NOFILE, &nofile) == 0);
+    if (nofile.rlim_cur < 2 * PIPES + 16 && nofile.rlim_max > nofile.rlim_cur) {
+        nofile.rlim_cur = nofile.rlim_max < 2 * PIPES + 16 ? nofile.rlim_max : 2 * PIPES + 16;
+        CHECK(setrlimit(RLIMIT_NOFILE, &nofile) == 0);
+    }
+    int made = 0, enlarged = 0, full = 0, refused = 0;
+    for (int i = 0; i < PIPES; i++) {
+        if (pipe2(fds[i], O_NONBLOCK) != 0) {
+            CHECK(errno == EMFILE || errno == ENFILE);
+            break;
+        }
+        made++;
+        if (fcntl(fds[i][1], F_SETPIPE_SZ, PIPE_SIZE) == PIPE_SIZE)
+            enlarged++;
+        /* Fill it: the last write fails with EAGAIN (full) or ENOMEM (no
+         * memory left for pipe buffers). */
+        for (;;) {
+            ssize_t n = write(fds[i][1], chunk, sizeof chunk);
+            if (n > 0) {
+                holds[i] = 1;
+                continue;
+            }
+            if (n < 0 && errno == EAGAIN)
+                full++;
+            else if (n < 0 && errno == ENOMEM)
+                refused++;
+            else
+                CHECK(!"pipe write failed otherwise");
+            break;
+        }
+    }
+    CHECK(made > 0);
+    CHECK(enlarged > 0);
+    CHECK(full + refused == made);
+    /* What went in comes out, and a drained pipe takes data again. */
+    char buf[PG];
+    for (int i = 0; i < made; i++) {
+        if (!holds[i])
+            continue;
+        ssize_t n = read(fds[i][0], buf, sizeof buf);
+        CHECK(n == (ssize_t)sizeof buf && buf[0] == 'p' && buf[PG - 1] == 'p');
+    }
+    /* Freed buffers are memory again: a pipe refused before takes data. */
+    CHECK(write(fds[made - 1][1], chunk, 16) == 16);
+    for (int i = 0; i < made; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+    if (refused)
+        printf("writes were refused for want of memory\n");
+    printf("pipes filled\n");
+}
+
+#define WRITERS 10
+#define WRITE_SIZE (180UL << 20)
+
+static int writers_pipe[2];
+
+static void *writer(void *arg) {
+    (void)arg;
+    /* Never touched: its pages read as zero without using memory. */
+    char *buf = mmap(NULL, WRITE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED)
+        return (void *)1;
+    size_t done = 0;
+    while (done < WRITE_SIZE) {
+        ssize_t n = write(writers_pipe[1], buf + done, WRITE_SIZE - done);
+        if (n <= 0)
+            return (void *)2;
+        done += n;
+    }
+    munmap(buf, WRITE_SIZE);
+    return NULL;
+}
+
+static void pipe_writers(void) {
+    CHECK(pipe(writers_pipe) == 0);
+    CHECK(fcntl(writers_pipe[1], F_SETPIPE_SZ, PIPE_SIZE) == PIPE_SIZE);
+    pthread_t t[WRITERS];
+    for (int i = 0; i < WRITERS; i++)
+        CHECK(pthread_create(&t[i], NULL, writer, NULL) == 0);
+    static char buf[PIPE_SIZE];
+    unsigned long total = 0, nonzero = 0;
+    while (total < WRITERS * WRITE_SIZE) {
+        ssize_t n = read(writers_pipe[0], buf, sizeof buf);
+        if (n <= 0) {
+            CHECK(!"pipe read failed");
+            break;
+        }
+        for (ssize_t i = 0; i < n; i += 512)
+            nonzero += buf[i] != 0;
+        total += n;
+    }
+    for (int i = 0; i < WRITERS; i++) {
+        void *r;
+        CHECK(pthread_join(t[i], &r) == 0 && r == NULL);
+    }
+    CHECK(nonzero == 0);
+    printf("%d writers moved %lu MiB\n", WRITERS, total >> 20);
+}
+
+/* Mappings of the process, as /proc/self/maps lists them (the vsyscall
+ * page is no mapping of the process's own, and /proc lists it). */
+static long count_maps(void) {
+    /* No stdio: at the limit, its buffers could not be allocated. */
+    static char buf[1 << 16];
+    int fd = open("/proc/self/maps", O_RDONLY);
+    if (fd < 0)
+        return -1;
+    long n = 0;
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < got; i++)
+            n += buf[i] == '\n';
+    close(fd);
+    /* The vsyscall page is listed last. */
+    return n - 1;
+}
+
+static void maps(void) {
+    /* Alternating protections, so neighbours never merge: each call makes
+     * one more mapping until the limit (vm.max_map_count, 65530) stops it. */
+    long calls = 0;
+    char *last = NULL;
+    for (; calls < 2000000; calls++) {
+        char *p = mmap(NULL, PG, (calls & 1) ? PROT_READ : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            CHECK(errno == ENOMEM);
+            break;
+        }
+        last = p;
+    }
+    CHECK(calls < 2000000);
+    long at_limit = count_maps();
+    printf("mmap stopped with ENOMEM at %ld mappings\n", at_limit);
+    /* Removing a mapping's middle, or changing its protection, needs one
+     * more mapping: refused at the limit. */
+    char *three;
+    /* Make room for a three-page mapping, then fill the count again. */
+    CHECK(munmap(last, PG) == 0);
+    three = mmap(NULL, 3 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(three != MAP_FAILED);
+    for (int i = 0;; i++) {
+        /* Below `three`, apart from it and from each other. */
+        if (mmap(NULL, PG, (i & 1) ? PROT_NONE : PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
+            break;
+    }
+    long full = count_maps();
+    CHECK_ERR(munmap(three + PG, PG), ENOMEM);
+    CHECK_ERR(mprotect(three + PG, PG, PROT_READ), ENOMEM);
+    CHECK_ERR(mprotect(three, PG, PROT_READ), ENOMEM);
+    /* Unmapping a whole mapping or an end of one needs nothing. */
+    CHECK(munmap(three + 2 * PG, PG) == 0);
+    CHECK(munmap(three, 2 * PG) == 0);
+    CHECK(count_maps() == full - 1);
+    printf("splits past the limit fail with ENOMEM\n");
+}
+
+#define ZERO_READ (8UL << 30)
+
+static void zero_read(void) {
+    unsigned char *p = mmap(NULL, ZERO_READ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(p != MAP_FAILED);
+    if (p == MAP_FAILED)
+        return;
+    unsigned long sum = 0;
+    for (unsigned long off = 0; off < ZERO_READ; off += PG)
+        sum += p[off] + p[off + PG - 1];
+    CHECK(sum == 0);
+    /* Writing after reading gives the page a frame of its own; its
+     * neighbours still read as zero. */
+    p[5 * PG] = 7;
+    CHECK(p[5 * PG] == 7 && p[4 * PG] == 0 && p[6 * PG] == 0 && p[5 * PG + 1] == 0);
+    /* After fork, both sides still read zero and write privately. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        p[6 * PG] = 9;
+        _exit(p[6 * PG] == 9 && p[5 * PG] == 7 && p[7 * PG] == 0 ? 0 : 1);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(p[6 * PG] == 0 && p[5 * PG] == 7);
+    CHECK(munmap(p, ZERO_READ) == 0);
+    printf("read %lu GiB of untouched memory\n", ZERO_READ >> 30);
+}
+
+#define SPARSE (100UL << 30)
+
+static void sparse(void) {
+    unsigned char *p = mmap(NULL, SPARSE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(p != MAP_FAILED);
+    if (p == MAP_FAILED)
+        return;
+    for (unsigned long i = 0; i < 16; i++)
+        p[i * (SPARSE / 16) + i] = (unsigned char)(i + 1);
+    for (unsigned long i = 0; i < 16; i++)
+        CHECK(p[i * (SPARSE / 16) + i] == (unsigned char)(i + 1));
+    CHECK(p[SPARSE - 1] == 0);
+    CHECK(munmap(p, SPARSE) == 0);
+    printf("touched 16 pages of 100 GiB\n");
+}
+
+/* Allocates and writes memory until something stops it. Under a memory
+ * limit that is the OOM killer's SIGKILL; without one the child gives up
+ * after `cap` bytes. */
+static void oom(unsigned long cap) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsigned long total = 0;
+        while (total < cap) {
+            char *p = mmap(NULL, 16UL << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED)
+                _exit(2);
+            for (unsigned long off = 0; off < (16UL << 20); off += PG)
+                p[off] = 1;
+            total += 16UL << 20;
+        }
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    if (WIFSIGNALED(st))
+        printf("allocating child killed by signal %d\n", WTERMSIG(st));
+    else
+        printf("allocating child exited with %d\n", WEXITSTATUS(st));
+}
+
+/* A tree of processes far larger than memory can hold: none exits before
+ * the whole tree is done forking, so the number alive only grows and some
+ * fork must fail (ENOMEM or EAGAIN, as Linux's fork fails when it cannot
+ * get memory). Each child reports to its parent once its subtree is done
+ * forking, 'F' if a fork in it failed, 'N' if none did, 'X' if one failed
+ * otherwise; then all wait for the release pipe to reach end of file. */
+#define BOMB_FANOUT 4
+#define BOMB_DEPTH 8 /* 4^8 leaves: beyond what 256 MiB can hold */
+
+static int release_rd = -1, release_wr = -1;
+
+static char worse(char a, char b) {
+    if (a == 'X' || b == 'X')
+        return 'X';
+    return a == 'F' || b == 'F' ? 'F' : 'N';
+}
+
+static char grow(int depth, pid_t *kids, int *nkids) {
+    int reports[BOMB_FANOUT];
+    char report = 'N';
+    *nkids = 0;
+    for (int i = 0; depth > 0 && i < BOMB_FANOUT; i++) {
+        int p[2];
+        if (pipe(p) != 0) {
+            report = worse(report, errno == ENOMEM || errno == EMFILE || errno == ENFILE ? 'F' : 'X');
+            break;
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(p[0]);
+            if (release_wr >= 0) {
+                close(release_wr);
+                release_wr = -1;
+            }
+            for (int k = 0; k < *nkids; k++)
+                close(reports[k]);
+            pid_t mine[BOMB_FANOUT];
+            int nmine;
+            char r = grow(depth - 1, mine, &nmine);
+            if (write(p[1], &r, 1) != 1)
+                _exit(3);
+            close(p[1]);
+            char c;
+            while (read(release_rd, &c, 1) > 0) {
+            }
+            int bad = 0;
+            for (int k = 0; k < nmine; k++) {
+                int st;
+                if (waitpid(mine[k], &st, 0) != mine[k] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                    bad = 1;
+            }
+            _exit(bad);
+        }
+        close(p[1]);
+        if (pid < 0) {
+            close(p[0]);
+            report = worse(report, errno == ENOMEM || errno == EAGAIN ? 'F' : 'X');
+            break;
+        }
+        kids[*nkids] = pid;
+        reports[(*nkids)++] = p[0];
+    }
+    for (int k = 0; k < *nkids; k++) {
+        char r = 'X';
+        if (read(reports[k], &r, 1) != 1)
+            r = 'X';
+        report = worse(report, r);
+        close(reports[k]);
+    }
+    return report;
+}
+
+static void fork_bomb(void) {
+    int rel[2];
+    CHECK(pipe(rel) == 0);
+    release_rd = rel[0];
+    release_wr = rel[1];
+    pid_t kids[BOMB_FANOUT];
+    int nkids;
+    char r = grow(BOMB_DEPTH, kids, &nkids);
+    close(release_wr);
+    release_wr = -1;
+    CHECK(r == 'F');
+    int bad = 0;
+    for (int k = 0; k < nkids; k++) {
+        int st;
+        if (waitpid(kids[k], &st, 0) != kids[k] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad = 1;
+    }
+    CHECK(!bad);
+    /* Everything is back: fork works again. */
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    int st;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+    printf("fork failed for want of memory; every process exited\n");
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "pipes"))
+        pipes();
+    else if (!strcmp(mode, "pipe-writers"))
+        pipe_writers();
+    else if (!strcmp(mode, "maps"))
+        maps();
+    else if (!strcmp(mode, "zero-read"))
+        zero_read();
+    else if (!strcmp(mode, "sparse"))
+        sparse();
+    else if (!strcmp(mode, "oom"))
+        oom(argc > 2 ? strtoul(argv[2], NULL, 0) : ~0UL);
+    else if (!strcmp(mode, "fork-bomb"))
+        fork_bomb();
+    else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    return done();
+}
