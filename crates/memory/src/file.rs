@@ -248,6 +248,11 @@ impl MemoryFile {
         Ok(kept)
     }
 
+    /// True if `f` is the [`zero_frame`](Self::zero_frame).
+    pub fn is_zero_frame(&self, f: Frame) -> bool {
+        self.zero_frame.get() == Some(&f)
+    }
+
     /// Takes `frames` frames' worth of capacity for state the sentry keeps
     /// on the application's behalf outside the file (task and mapping
     /// records), so that what an application makes the sentry hold counts
