@@ -153,6 +153,16 @@ fn running_out_of_memory_is_sigkill() {
     check("oom", "allocating child killed by signal 9\n1 checks, 0 failed\n");
 }
 
+/// execve refuses strings past Linux's bounds (one string over 128 KiB, or
+/// all of them over a quarter of the stack limit, one string passed many
+/// times counting each time) with E2BIG, so the sentry's copies of them are
+/// bounded.
+#[test]
+fn exec_strings_are_bounded() {
+    require_kvm!();
+    check_like_native("exec-args");
+}
+
 /// A fork bomb with no task limit ends: once memory is used up, forks fail
 /// with ENOMEM (or a process is killed for want of memory), every process
 /// exits, and forking works again.

@@ -10,6 +10,7 @@
  *   zero-read    reading far more untouched anonymous memory than the limit
  *   sparse       a 100 GiB MAP_NORESERVE mapping with a few pages touched
  *   oom          a child allocating until memory runs out
+ *   exec-args    execve with strings past Linux's bounds
  *   fork-bomb    processes forking until fork fails */
 #include <fcntl.h>
 #include <pthread.h>
@@ -395,6 +396,32 @@ static void fork_bomb(void) {
     printf("the tree ran out of memory; every process ended\n");
 }
 
+/* execve's strings are bounded as Linux bounds them: one string at most
+ * MAX_ARG_STRLEN (128 KiB with its NUL), all of them with their pointers
+ * a quarter of the stack limit; past either, E2BIG. Passing one string
+ * many times counts it each time. */
+static void exec_args(const char *self) {
+    static char big[128 * 1024 + 1];
+    memset(big, 'a', sizeof big - 1);
+    char *too_long[] = {(char *)self, big, NULL};
+    CHECK_ERR(execv(self, too_long), E2BIG);
+    big[128 * 1024 - 1] = 0; /* now just fits */
+    static char *repeated[64];
+    repeated[0] = (char *)self;
+    for (int i = 1; i < 63; i++)
+        repeated[i] = big;
+    CHECK_ERR(execv(self, repeated), E2BIG);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *fits[] = {(char *)self, "exit-if-args", big, NULL};
+        execv(self, fits);
+        _exit(127);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    printf("execve strings bounded\n");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const char *mode = argc > 1 ? argv[1] : "";
@@ -410,6 +437,10 @@ int main(int argc, char **argv) {
         sparse();
     else if (!strcmp(mode, "oom"))
         oom(argc > 2 ? strtoul(argv[2], NULL, 0) : ~0UL);
+    else if (!strcmp(mode, "exec-args"))
+        exec_args(argv[0]);
+    else if (!strcmp(mode, "exit-if-args"))
+        return argc == 3 && strlen(argv[2]) == 128 * 1024 - 1 ? 0 : 1;
     else if (!strcmp(mode, "fork-bomb"))
         fork_bomb();
     else {
