@@ -28,6 +28,7 @@ const HANG: Duration = Duration::from_secs(300);
 
 /// Runs `cordon run --memory 256M -- PROGRAM MODE` and returns its output
 /// and its peak resident size in bytes.
+#[allow(clippy::zombie_processes, reason = "reaped by wait4, which also reports its peak size")]
 fn run_watched(program: &str, mode: &str) -> (Output, u64) {
     let mut child = Command::new(cordon())
         .args(["run", "--memory", MEMORY, "--", program, mode])
@@ -161,6 +162,13 @@ fn running_out_of_memory_is_sigkill() {
 fn exec_strings_are_bounded() {
     require_kvm!();
     check_like_native("exec-args");
+}
+
+/// POSIX timers past RLIMIT_SIGPENDING fail with EAGAIN.
+#[test]
+fn timers_are_bounded() {
+    require_kvm!();
+    check_like_native("timers");
 }
 
 /// A fork bomb with no task limit ends: once memory is used up, forks fail

@@ -11,6 +11,7 @@
  *   sparse       a 100 GiB MAP_NORESERVE mapping with a few pages touched
  *   oom          a child allocating until memory runs out
  *   exec-args    execve with strings past Linux's bounds
+ *   timers       timer_create until RLIMIT_SIGPENDING stops it
  *   fork-bomb    processes forking until fork fails */
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "t.h"
@@ -422,6 +424,24 @@ static void exec_args(const char *self) {
     printf("execve strings bounded\n");
 }
 
+/* POSIX timers are bounded by RLIMIT_SIGPENDING, each holding a signal
+ * ready to send: past it, timer_create fails with EAGAIN. */
+static void timers(void) {
+    struct rlimit r = {1000, 1000};
+    CHECK(setrlimit(RLIMIT_SIGPENDING, &r) == 0);
+    int made = 0;
+    for (; made < 100000; made++) {
+        timer_t t;
+        struct sigevent ev = {.sigev_notify = SIGEV_NONE};
+        if (timer_create(CLOCK_MONOTONIC, &ev, &t) != 0) {
+            CHECK(errno == EAGAIN);
+            break;
+        }
+    }
+    CHECK(made > 0 && made <= 1000);
+    printf("timer_create stopped with EAGAIN\n");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const char *mode = argc > 1 ? argv[1] : "";
@@ -437,6 +457,8 @@ int main(int argc, char **argv) {
         sparse();
     else if (!strcmp(mode, "oom"))
         oom(argc > 2 ? strtoul(argv[2], NULL, 0) : ~0UL);
+    else if (!strcmp(mode, "timers"))
+        timers();
     else if (!strcmp(mode, "exec-args"))
         exec_args(argv[0]);
     else if (!strcmp(mode, "exit-if-args"))

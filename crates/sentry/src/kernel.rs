@@ -111,6 +111,10 @@ impl Kernel {
         });
         k.timers.start(Arc::downgrade(&k));
         k.clock.start();
+        // The zero page is part of the sandbox's fixed state from the start
+        // (were memory too short even for it, the first read of untouched
+        // memory tries again).
+        let _ = k.mf.zero_frame();
         k
     }
 

@@ -49,6 +49,10 @@ struct Buf {
 struct State {
     mf: Arc<MemoryFile>,
     bufs: VecDeque<Buf>,
+    /// The frame of the last buffer drained, kept for the next write (as
+    /// Linux keeps a pipe's tmp_page): a pipe passing small messages back
+    /// and forth never goes to the allocator.
+    spare: Option<Frame>,
     /// Unread bytes in all slots.
     len: usize,
     /// Slots the ring may hold (Linux's max_usage).
@@ -78,7 +82,10 @@ impl State {
                 at += k;
                 if b.read == b.end {
                     let done = self.bufs.pop_front().expect("front");
-                    self.mf.dec_ref(done.frame);
+                    match self.spare {
+                        None => self.spare = Some(done.frame),
+                        Some(_) => self.mf.dec_ref(done.frame),
+                    }
                 }
             }
             n += at;
@@ -102,6 +109,9 @@ impl Drop for State {
     fn drop(&mut self) {
         for b in self.bufs.drain(..) {
             self.mf.dec_ref(b.frame);
+        }
+        if let Some(f) = self.spare.take() {
+            self.mf.dec_ref(f);
         }
     }
 }
@@ -145,6 +155,7 @@ impl Pipe {
             state: Mutex::new(State {
                 mf,
                 bufs: VecDeque::new(),
+                spare: None,
                 len: 0,
                 slots: DEFAULT_SLOTS,
                 readers: 1,
@@ -342,7 +353,7 @@ impl Pipe {
                     return Ok(done);
                 }
                 if !st.full() {
-                    let Ok(frame) = st.mf.allocate() else {
+                    let Some(frame) = st.spare.take().or_else(|| st.mf.allocate().ok()) else {
                         // No memory for another buffer: what went in, or
                         // ENOMEM, as Linux's pipe_write answers a failed
                         // page allocation.

@@ -527,7 +527,7 @@ pub fn rseq(_task: &mut Task, _: &[u64; 6]) -> SysResult {
 /// them are bounded too, however often one string is passed.
 fn exec_strings_room(task: &Task) -> usize {
     let stack = task.tg.rlimit(g::RLIMIT_STACK).cur;
-    (stack / 4).min(6 << 20).max(128 << 10) as usize
+    (stack / 4).clamp(128 << 10, 6 << 20) as usize
 }
 
 /// Reads a NULL-terminated array of strings (argv or envp), counting each
