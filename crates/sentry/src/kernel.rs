@@ -132,6 +132,12 @@ impl Kernel {
 
     /// Runs a task on a new host thread.
     pub fn spawn_task_thread(self: &Arc<Self>, tid: i32, f: impl FnOnce() + Send + 'static) {
+        self.try_spawn_task_thread(tid, f).expect("spawn a task thread");
+    }
+
+    /// As [`spawn_task_thread`](Self::spawn_task_thread), failing if the
+    /// host refuses another thread.
+    pub fn try_spawn_task_thread(self: &Arc<Self>, tid: i32, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
         /// Counts a task thread for as long as its closure lives, however
         /// the task body ends.
         struct LiveThread(Arc<Kernel>);
@@ -146,16 +152,14 @@ impl Kernel {
         }
         *self.live_threads.lock().unwrap() += 1;
         let live = LiveThread(self.clone());
-        let h = std::thread::Builder::new()
-            .name(format!("task-{tid}"))
-            .spawn(move || {
-                let _live = live;
-                f();
-            })
-            .expect("spawn a task thread");
+        let h = std::thread::Builder::new().name(format!("task-{tid}")).spawn(move || {
+            let _live = live;
+            f();
+        })?;
         let mut hs = self.host_threads.lock().unwrap();
         hs.retain(|h| !h.is_finished());
         hs.push(h);
+        Ok(())
     }
 
     /// Host threads running tasks.

@@ -143,6 +143,18 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     let fs = if has(g::CLONE_FS) { parent.fs.clone() } else { Arc::new(Mutex::new(parent.fs_context())) };
     let files = if has(g::CLONE_FILES) { parent.files.clone() } else { Arc::new(parent.files.fork()) };
     let tid = kernel.allocate_tid();
+    // The host thread comes first, so that a host refusing one is EAGAIN
+    // before anything is done; it waits for its task, and ends at once if
+    // the clone fails after all (the sender is dropped).
+    let (start, started) = std::sync::mpsc::sync_channel::<Task>(1);
+    kernel
+        .try_spawn_task_thread(tid, move || {
+            let _charge = charge;
+            if let Ok(child) = started.recv() {
+                run_task(child);
+            }
+        })
+        .map_err(|_| Errno::EAGAIN)?;
     let tg = if has(g::CLONE_THREAD) {
         parent.tg.clone()
     } else {
@@ -266,10 +278,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         }
         tree.add_thread(&shared);
     }
-    kernel.spawn_task_thread(tid, move || {
-        let _charge = charge;
-        run_task(child)
-    });
+    start.send(child).expect("the task thread waits for its task");
     if let Some(v) = vfork {
         v.wait(&parent.shared);
     }
