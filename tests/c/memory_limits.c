@@ -1,8 +1,11 @@
 /* What a program can make the kernel hold, and how memory running out
  * looks from inside. Each mode is one way of asking for memory; the test
  * runs them under a memory limit and watches the sandbox's host process
- * while they run. Every mode prints the same lines natively (without a
- * limit) as in the sandbox, so a native run checks the program itself.
+ * while they run. The modes whose outcome does not depend on a limit
+ * (maps, zero-read, sparse, exec-args, timers) print the same natively,
+ * and the test compares; the others are what only a limit makes happen
+ * (oom and fork-bomb would take the host's memory natively), and the test
+ * checks their output against Linux's documented behaviour.
  *
  *   pipes        many pipes, each enlarged to 1 MiB and filled
  *   pipe-writers threads writing large buffers into one pipe at once
