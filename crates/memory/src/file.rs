@@ -42,6 +42,9 @@ pub struct MemoryStats {
     pub punch_calls: u64,
     /// Freed frames currently kept backed for reuse.
     pub frames_recycled: u64,
+    /// Frames' worth of capacity charged for the sentry's own state held on
+    /// the application's behalf (see [`MemoryFile::charge`]).
+    pub frames_charged: u64,
 }
 
 struct AllocState {
@@ -58,6 +61,13 @@ struct AllocState {
     stats: MemoryStats,
 }
 
+impl AllocState {
+    /// Frames of capacity taken: allocated frames plus charges.
+    fn used(&self) -> u64 {
+        self.stats.frames_in_use + self.stats.frames_charged
+    }
+}
+
 /// One memfd holding every frame of the sandbox's memory.
 pub struct MemoryFile {
     fd: OwnedFd,
@@ -67,6 +77,9 @@ pub struct MemoryFile {
     state: Mutex<AllocState>,
     recycle_limit: usize,
     invalidators: Mutex<Vec<Invalidator>>,
+    /// The frame every untouched private page reads through, allocated on
+    /// first use and never freed.
+    zero_frame: std::sync::OnceLock<Frame>,
 }
 
 // SAFETY: the mapping is shared by design: frames are handed to one owner at a
@@ -117,6 +130,7 @@ impl MemoryFile {
             }),
             recycle_limit,
             invalidators: Mutex::new(Vec::new()),
+            zero_frame: std::sync::OnceLock::new(),
         })
     }
 
@@ -192,6 +206,9 @@ impl MemoryFile {
 
     /// A frame and whether it still holds old contents.
     fn allocate_locked(&self, st: &mut AllocState) -> Result<(Frame, bool), MemoryError> {
+        if st.used() >= self.capacity_frames {
+            return Err(MemoryError::Exhausted { capacity: self.capacity() });
+        }
         if st.recycled.is_empty() && st.free.is_empty() && st.next == self.capacity_frames && !st.pending.is_empty() {
             self.reclaim_locked(st);
         }
@@ -212,6 +229,49 @@ impl MemoryFile {
         st.stats.frames_in_use += 1;
         st.stats.frames_peak = st.stats.frames_peak.max(st.stats.frames_in_use);
         Ok((Frame::from_number(n), dirty))
+    }
+
+    /// The shared frame of zeros that untouched private memory reads
+    /// through, mapped read-only wherever it appears. It is never written
+    /// and never freed; its one permanent reference makes every mapping of
+    /// it copy-on-write.
+    pub fn zero_frame(&self) -> Result<Frame, MemoryError> {
+        if let Some(f) = self.zero_frame.get() {
+            return Ok(*f);
+        }
+        let f = self.allocate()?;
+        let kept = *self.zero_frame.get_or_init(|| f);
+        if kept != f {
+            // Another thread made it first.
+            self.dec_ref(f);
+        }
+        Ok(kept)
+    }
+
+    /// True if `f` is the [`zero_frame`](Self::zero_frame).
+    pub fn is_zero_frame(&self, f: Frame) -> bool {
+        self.zero_frame.get() == Some(&f)
+    }
+
+    /// Takes `frames` frames' worth of capacity for state the sentry keeps
+    /// on the application's behalf outside the file (task and mapping
+    /// records), so that what an application makes the sentry hold counts
+    /// against the same limit as its memory. Fails, charging nothing, if
+    /// that much capacity is not free.
+    pub fn charge(&self, frames: u64) -> Result<(), MemoryError> {
+        let mut st = self.state.lock().unwrap();
+        if st.used() + frames > self.capacity_frames {
+            return Err(MemoryError::Exhausted { capacity: self.capacity() });
+        }
+        st.stats.frames_charged += frames;
+        Ok(())
+    }
+
+    /// Gives back capacity taken by [`charge`](Self::charge).
+    pub fn uncharge(&self, frames: u64) {
+        let mut st = self.state.lock().unwrap();
+        assert!(st.stats.frames_charged >= frames, "uncharging more than was charged");
+        st.stats.frames_charged -= frames;
     }
 
     /// Takes another reference on an allocated frame.
@@ -520,6 +580,34 @@ mod tests {
         assert!(mf.allocate().is_err());
         mf.dec_ref(v[2]);
         assert_eq!(mf.allocate().unwrap(), v[2], "a pending free is reclaimed when the file is full");
+    }
+
+    #[test]
+    fn charges_take_capacity_from_frames_and_back() {
+        let mf = MemoryFile::new(4 * PAGE_SIZE).unwrap();
+        mf.charge(3).unwrap();
+        assert!(mf.charge(2).is_err(), "more than is free");
+        let f = mf.allocate().unwrap();
+        assert!(mf.allocate().is_err(), "charges and frames share the capacity");
+        assert!(mf.charge(1).is_err());
+        mf.uncharge(2);
+        assert_eq!(mf.stats().frames_charged, 1);
+        mf.allocate().unwrap();
+        mf.allocate().unwrap();
+        assert!(mf.allocate().is_err());
+        mf.dec_ref(f);
+        mf.charge(1).unwrap();
+    }
+
+    #[test]
+    fn the_zero_frame_is_one_kept_frame_of_zeros() {
+        let mf = MemoryFile::new(1 << 20).unwrap();
+        let z = mf.zero_frame().unwrap();
+        assert_eq!(mf.zero_frame().unwrap(), z);
+        assert!(mf.frame(z).to_vec().iter().all(|b| *b == 0));
+        mf.inc_ref(z);
+        mf.dec_ref(z);
+        assert_eq!(mf.ref_count(z), 1, "its own reference stays");
     }
 
     #[test]

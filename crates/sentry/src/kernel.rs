@@ -90,7 +90,7 @@ impl Kernel {
         facts: AuxFacts,
         clock: Arc<Clock>,
     ) -> Arc<Kernel> {
-        Arc::new(Kernel {
+        let k = Arc::new(Kernel {
             platform,
             mf,
             mounts: MountTable::default(),
@@ -111,7 +111,12 @@ impl Kernel {
             threads_gone: Condvar::new(),
             init_status: Mutex::new(None),
             init_done: Condvar::new(),
-        })
+        });
+        // The zero page is part of the sandbox's fixed state from the start
+        // (were memory too short even for it, the first read of untouched
+        // memory tries again).
+        let _ = k.mf.zero_frame();
+        k
     }
 
     /// Starts the kernel's own host threads (timers, the clock). Apart from

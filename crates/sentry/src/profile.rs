@@ -22,6 +22,9 @@ pub struct Resources {
     /// and page tables.
     pub supervisor_frames: u64,
     pub page_table_frames: u64,
+    /// Frames' worth of the memory limit charged for the sentry's records
+    /// held for the application (tasks, mappings), beyond the frames.
+    pub frames_charged: u64,
     /// Open host file descriptors of the cordon process.
     pub host_fds: u64,
 }
@@ -38,6 +41,7 @@ impl Resources {
             frames_peak: m.frames_peak,
             supervisor_frames: p.supervisor_frames,
             page_table_frames: p.table_frames,
+            frames_charged: m.frames_charged,
             host_fds: std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0),
         }
     }
@@ -220,7 +224,7 @@ impl Report {
         for (label, r) in [("at start", &self.resources_at_start), ("at exit", &self.resources_at_exit)] {
             let _ = writeln!(
                 s,
-                "resources {label}: task threads {}, vCPUs {} ({} in use), frames {} (peak {}, supervisor {}, page tables {}), host fds {}",
+                "resources {label}: task threads {}, vCPUs {} ({} in use), frames {} (peak {}, supervisor {}, page tables {}), charged {}, host fds {}",
                 r.task_threads,
                 r.vcpus_created,
                 r.vcpus_in_use,
@@ -228,6 +232,7 @@ impl Report {
                 r.frames_peak,
                 r.supervisor_frames,
                 r.page_table_frames,
+                r.frames_charged,
                 r.host_fds
             );
         }

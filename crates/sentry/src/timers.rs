@@ -253,9 +253,16 @@ impl Timers {
         st.timers.iter().find(|(_, t)| t.process == process && t.posix_id == Some(posix_id)).map(|(id, _)| *id)
     }
 
-    /// timer_create: returns the new timer's id within the process.
-    pub fn create(&self, process: i32, clock: u32, notify: Notify) -> i32 {
+    /// timer_create: returns the new timer's id within the process, or
+    /// None if the sandbox has `limit` POSIX timers already. (Linux
+    /// preallocates each timer's signal against its user's
+    /// RLIMIT_SIGPENDING and fails with EAGAIN past it; the sandbox is one
+    /// user.)
+    pub fn create(&self, process: i32, clock: u32, notify: Notify, limit: u64) -> Option<i32> {
         let mut st = self.state.lock().unwrap();
+        if st.timers.values().filter(|t| t.posix_id.is_some()).count() as u64 >= limit {
+            return None;
+        }
         let posix_id = (0..).find(|i| Self::posix(&st, process, *i).is_none()).expect("ids");
         let notify = match notify {
             Notify::Signal { signo, value: u64::MAX, target } => {
@@ -279,7 +286,7 @@ impl Timers {
                 generation: 0,
             },
         );
-        posix_id
+        Some(posix_id)
     }
 
     /// timer_settime: None if there is no such timer.

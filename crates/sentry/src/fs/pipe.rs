@@ -1,6 +1,13 @@
 //! Pipes: a ring of page-sized buffers between a read end and a write end,
 //! as Linux keeps them.
 //!
+//! Each buffer is a frame of the memory file, so what pipes hold counts
+//! against the sandbox's memory like any other page: a write that finds no
+//! frame left fails with ENOMEM (or is short), as Linux's does when its
+//! page allocation fails. Data moves straight between application memory
+//! and those frames, a page at a time; a writer blocked on a full pipe holds
+//! nothing but its place.
+//!
 //! The capacity is a number of slots of one page each. A write first tops
 //! up the last page if its whole remainder-of-a-page part fits there, then
 //! fills fresh pages, one slot each; so a write of up to PIPE_BUF bytes is
@@ -13,7 +20,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use memory::{GuestSlice, GuestSliceMut};
+use memory::{Frame, GuestSlice, GuestSliceMut, MemoryFile};
 
 use super::synthetic::next_ino;
 use super::{
@@ -32,14 +39,20 @@ const DEFAULT_SLOTS: usize = 16;
 /// (/proc/sys/fs/pipe-max-size).
 pub const MAX_CAPACITY: usize = 1 << 20;
 
-/// One slot: a page's worth of bytes, of which `bytes[read..]` are unread.
+/// One slot: a frame, of which bytes `[read, end)` are unread.
 struct Buf {
-    bytes: Vec<u8>,
+    frame: Frame,
     read: usize,
+    end: usize,
 }
 
 struct State {
+    mf: Arc<MemoryFile>,
     bufs: VecDeque<Buf>,
+    /// The frame of the last buffer drained, kept for the next write (as
+    /// Linux keeps a pipe's tmp_page): a pipe passing small messages back
+    /// and forth never goes to the allocator.
+    spare: Option<Frame>,
     /// Unread bytes in all slots.
     len: usize,
     /// Slots the ring may hold (Linux's max_usage).
@@ -63,12 +76,16 @@ impl State {
             let mut at = 0;
             while at < dst.len() {
                 let Some(b) = self.bufs.front_mut() else { break };
-                let k = (dst.len() - at).min(b.bytes.len() - b.read);
-                dst.subslice(at, k).copy_from(&b.bytes[b.read..b.read + k]);
+                let k = (dst.len() - at).min(b.end - b.read);
+                dst.subslice(at, k).copy_from_guest(self.mf.slice(b.frame, b.read, k).as_read_only());
                 b.read += k;
                 at += k;
-                if b.read == b.bytes.len() {
-                    self.bufs.pop_front();
+                if b.read == b.end {
+                    let done = self.bufs.pop_front().expect("front");
+                    match self.spare {
+                        None => self.spare = Some(done.frame),
+                        Some(_) => self.mf.dec_ref(done.frame),
+                    }
                 }
             }
             n += at;
@@ -79,6 +96,44 @@ impl State {
         }
         n
     }
+
+    /// Appends `len` bytes of `src`, starting `from` bytes in, to the
+    /// buffer `b`.
+    fn fill(&self, b: &mut Buf, src: &[GuestSlice<'_>], from: usize, len: usize) {
+        copy_gathered(src, from, self.mf.slice(b.frame, b.end, len));
+        b.end += len;
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        for b in self.bufs.drain(..) {
+            self.mf.dec_ref(b.frame);
+        }
+        if let Some(f) = self.spare.take() {
+            self.mf.dec_ref(f);
+        }
+    }
+}
+
+/// Copies `dst.len()` bytes of the concatenation of `src`, starting `from`
+/// bytes in, into `dst`.
+fn copy_gathered(src: &[GuestSlice<'_>], mut from: usize, dst: GuestSliceMut<'_>) {
+    let mut at = 0;
+    for s in src {
+        if at == dst.len() {
+            break;
+        }
+        if from >= s.len() {
+            from -= s.len();
+            continue;
+        }
+        let k = (s.len() - from).min(dst.len() - at);
+        dst.subslice(at, k).copy_from_guest(s.subslice(from, k));
+        at += k;
+        from = 0;
+    }
+    debug_assert_eq!(at, dst.len(), "source shorter than the copy");
 }
 
 /// A pipe.
@@ -96,11 +151,13 @@ pub struct Pipe {
 static PIPE_DEV: AtomicU64 = AtomicU64::new(0x0e);
 
 impl Pipe {
-    /// A new pipe of `owner` and its two ends.
-    pub fn new_pair(owner: (u32, u32)) -> (Arc<dyn FileOps>, Arc<dyn FileOps>) {
+    /// A new pipe of `owner` and its two ends, buffering in frames of `mf`.
+    pub fn new_pair(mf: Arc<MemoryFile>, owner: (u32, u32)) -> (Arc<dyn FileOps>, Arc<dyn FileOps>) {
         let p = Arc::new(Pipe {
             state: Mutex::new(State {
+                mf,
                 bufs: VecDeque::new(),
+                spare: None,
                 len: 0,
                 slots: DEFAULT_SLOTS,
                 readers: 1,
@@ -255,11 +312,8 @@ impl Pipe {
     }
 
     fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<usize, FsError> {
-        let mut data = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
-        for b in bufs {
-            b.append_to(&mut data);
-        }
-        if data.is_empty() {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total == 0 {
             return Ok(0);
         }
         let nonblock = file.flags().contains(OpenFlags::NONBLOCK);
@@ -271,21 +325,23 @@ impl Pipe {
             }
             // The part of the write beyond whole pages goes into the last
             // slot if it fits there entirely.
-            let chars = data.len() % PAGE;
+            let chars = total % PAGE;
             if chars > 0
-                && let Some(last) = st.bufs.back_mut()
-                && last.bytes.len() + chars <= PAGE
+                && let Some(mut last) = st.bufs.pop_back()
             {
-                last.bytes.extend_from_slice(&data[..chars]);
-                st.len += chars;
-                done = chars;
+                if last.end + chars <= PAGE {
+                    st.fill(&mut last, bufs, 0, chars);
+                    st.len += chars;
+                    done = chars;
+                }
+                st.bufs.push_back(last);
             }
         }
         if done > 0 {
             self.readable.notify_all();
         }
         loop {
-            if done == data.len() {
+            if done == total {
                 return Ok(done);
             }
             {
@@ -300,10 +356,16 @@ impl Pipe {
                     return Ok(done);
                 }
                 if !st.full() {
-                    let k = PAGE.min(data.len() - done);
-                    let mut bytes = Vec::with_capacity(PAGE);
-                    bytes.extend_from_slice(&data[done..done + k]);
-                    st.bufs.push_back(Buf { bytes, read: 0 });
+                    let Some(frame) = st.spare.take().or_else(|| st.mf.allocate().ok()) else {
+                        // No memory for another buffer: what went in, or
+                        // ENOMEM, as Linux's pipe_write answers a failed
+                        // page allocation.
+                        return if done > 0 { Ok(done) } else { Err(FsError::Host(Errno::ENOMEM)) };
+                    };
+                    let k = PAGE.min(total - done);
+                    let mut b = Buf { frame, read: 0, end: 0 };
+                    st.fill(&mut b, bufs, done, k);
+                    st.bufs.push_back(b);
                     st.len += k;
                     done += k;
                     drop(st);

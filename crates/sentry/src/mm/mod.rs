@@ -7,6 +7,11 @@
 //! neighbours of a fault). Private pages shared after fork or still showing a
 //! file's page-cache frame are copy-on-write: mapped read-only until written.
 //!
+//! Untouched private anonymous memory reads as zero through one shared
+//! read-only frame of zeros, as Linux's zero page: a read fault maps it
+//! copy-on-write, and only the first write gives a page a frame of its own.
+//! Reading far more untouched memory than the sandbox has costs nothing.
+//!
 //! Translations. Other vCPUs may be running the address space while the
 //! sentry changes it, and may hold translations the change made stale. Two
 //! rules keep that invisible to the application, as Linux keeps them with
@@ -48,6 +53,11 @@ pub const MMAP_TOP: u64 = 0x7fff_f7ff_f000;
 pub const PIE_BASE: u64 = 0x5555_5555_4000;
 /// Nothing is mapped below this (Linux's default vm.mmap_min_addr).
 pub const MMAP_MIN_ADDR: u64 = 0x10000;
+/// Most mappings an address space may have (Linux's default
+/// vm.max_map_count). As on Linux, mmap is refused once the count is past
+/// it, and a split that would add one (munmap of a middle, mprotect of a
+/// part) once the count has reached it.
+pub const MAX_MAP_COUNT: usize = 65530;
 /// Free space kept between the stack and the area below it.
 const STACK_GUARD_GAP: u64 = 256 * PAGE;
 /// Pages mapped around a faulting one, for anonymous and file memory. On
@@ -108,6 +118,14 @@ pub enum MmError {
     File(#[from] FsError),
 }
 
+impl MmError {
+    /// True if memory ran out: no frame for a page or for a file's page
+    /// cache, or no room for the records of a mapping.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, MmError::NoMemory | MmError::File(FsError::Host(crate::errno::Errno::ENOMEM)))
+    }
+}
+
 /// How a page is held.
 #[derive(Clone, Copy, Debug)]
 struct Page {
@@ -129,6 +147,20 @@ pub struct MmStats {
     pub cow_copies: u64,
 }
 
+/// The sentry's records of an address space live on its heap, outside the
+/// memory file, yet an application decides how many there are: a page-map
+/// entry for every page it maps (the zero page makes those free of frames)
+/// and a VMA for every mapping. They are charged to the memory file's
+/// capacity, a frame for this many of each (about what they take on the
+/// heap), as Linux charges page tables and VMAs to the memory cgroup.
+const PAGES_PER_CHARGED_FRAME: usize = 64;
+const VMAS_PER_CHARGED_FRAME: usize = 16;
+
+/// Frames charged for `pages` page-map entries and `vmas` VMAs.
+fn metadata_frames(pages: usize, vmas: usize) -> u64 {
+    (pages.div_ceil(PAGES_PER_CHARGED_FRAME) + vmas.div_ceil(VMAS_PER_CHARGED_FRAME)) as u64
+}
+
 /// The parts of the address space protected by the lock.
 struct State {
     vmas: VmaMap,
@@ -140,6 +172,8 @@ struct State {
     /// Frames that left the page map under the current lock, released once
     /// their translations are flushed.
     released: Vec<Frame>,
+    /// Frames of the memory file's capacity charged for the records above.
+    charged: u64,
 }
 
 impl State {
@@ -173,6 +207,12 @@ impl DerefMut for Locked<'_> {
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         let mf = &self.mm.mf;
+        // Records that went give their charge back.
+        let need = metadata_frames(self.state.pages.len(), self.state.vmas.len());
+        if need < self.state.charged {
+            mf.uncharge(self.state.charged - need);
+            self.state.charged = need;
+        }
         // A frame only this map holds can go at once: it cannot be handed
         // out again before the memory file has invalidated it, and nobody
         // else can see it meanwhile. A frame shared with another holder waits
@@ -225,8 +265,21 @@ impl MemoryManager {
                 stack_limit,
                 stats: MmStats::default(),
                 released: Vec::new(),
+                charged: 0,
             }),
         }
+    }
+
+    /// Charges the records of the address space as they will be with
+    /// `pages` more page-map entries and `vmas` more VMAs; NoMemory if the
+    /// memory file has no room for them.
+    fn charge_records(&self, st: &mut State, pages: usize, vmas: usize) -> Result<(), MmError> {
+        let need = metadata_frames(st.pages.len() + pages, st.vmas.len() + vmas);
+        if need > st.charged {
+            self.mf.charge(need - st.charged).map_err(|_| MmError::NoMemory)?;
+            st.charged = need;
+        }
+        Ok(())
     }
 
     /// The platform address space.
@@ -275,6 +328,9 @@ impl MemoryManager {
     pub fn map(&self, addr: u64, len: u64, access: Access, backing: Backing, flags: MapFlags) -> Result<u64, MmError> {
         let len = page_up(len).filter(|l| *l > 0 && *l <= USER_TOP).ok_or(MmError::NoMemory)?;
         let mut st = self.lock();
+        if st.vmas.len() > MAX_MAP_COUNT {
+            return Err(MmError::NoMemory);
+        }
         let start = if flags.fixed || flags.fixed_noreplace {
             if !addr.is_multiple_of(PAGE) {
                 return Err(MmError::Invalid);
@@ -292,9 +348,10 @@ impl MemoryManager {
             let hint = page_down(addr);
             match hint.checked_add(len) {
                 Some(end) if hint >= MMAP_MIN_ADDR && end <= USER_TOP && st.vmas.is_free(hint, end) => hint,
-                _ => find_free(&st.vmas, len, MMAP_TOP).ok_or(MmError::NoMemory)?,
+                _ => find_free(&mut st.vmas, len, MMAP_TOP).ok_or(MmError::NoMemory)?,
             }
         };
+        self.charge_records(&mut st, 0, 1)?;
         let mut vma = Vma::new(start, start + len, access, backing);
         vma.grows_down = flags.grows_down;
         if let Backing::File { shared: true, .. } = vma.backing {
@@ -329,6 +386,10 @@ impl MemoryManager {
             return Err(MmError::Invalid);
         }
         let mut st = self.lock();
+        // Taking a hole out of the middle of one mapping makes one more.
+        if st.vmas.len() >= MAX_MAP_COUNT && st.vmas.find(addr).is_some_and(|v| v.start < addr && end < v.end) {
+            return Err(MmError::NoMemory);
+        }
         self.unmap_locked(&mut st, addr, end);
         drop(st);
         Ok(())
@@ -373,6 +434,18 @@ impl MemoryManager {
         if st.vmas.overlapping(addr, end).any(|v| !v.max_access.contains(access)) {
             return Err(MmError::Denied);
         }
+        // Each mapping cut at an end of the range, if its access changes,
+        // is one more.
+        let splits = [st.vmas.find(addr), st.vmas.find(end - 1)]
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(i, v)| (if *i == 0 { v.start < addr } else { end < v.end }) && v.access != access)
+            .count();
+        if splits > 0 && st.vmas.len() + splits > MAX_MAP_COUNT {
+            return Err(MmError::NoMemory);
+        }
+        self.charge_records(&mut st, 0, splits)?;
         st.vmas.update(addr, end, |v| v.access = access);
         self.apply_access(&st, addr, end, access);
         drop(st);
@@ -422,6 +495,10 @@ impl MemoryManager {
         if old_end > vma.end {
             return Err(MmError::Unmapped);
         }
+        // A move may split the source in two and add the destination:
+        // Linux keeps that much room below the limit.
+        let near_limit = st.vmas.len() + 3 >= MAX_MAP_COUNT;
+        self.charge_records(&mut st, 0, 2)?;
         if old_len == 0 {
             let r = self.duplicate_locked(&mut st, &vma, old, new_len, may_move, fixed);
             drop(st);
@@ -430,6 +507,9 @@ impl MemoryManager {
         if let Some(dest) = fixed {
             if !dest.is_multiple_of(PAGE) || !may_move {
                 return Err(MmError::Invalid);
+            }
+            if near_limit {
+                return Err(MmError::NoMemory);
             }
             let dest_end = dest.checked_add(new_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
             if dest < old_end && old < dest_end {
@@ -456,10 +536,10 @@ impl MemoryManager {
             st.vmas.resize(vma.start, vma.start, ge);
             return Ok(old);
         }
-        if !may_move {
+        if !may_move || near_limit {
             return Err(MmError::NoMemory);
         }
-        let dest = find_free(&st.vmas, new_len, MMAP_TOP).ok_or(MmError::NoMemory)?;
+        let dest = find_free(&mut st.vmas, new_len, MMAP_TOP).ok_or(MmError::NoMemory)?;
         let r = self.move_locked(&mut st, &vma, old, old_len, dest, new_len);
         drop(st);
         r
@@ -480,7 +560,7 @@ impl MemoryManager {
         if vma.is_private() {
             return Err(MmError::Invalid);
         }
-        if !may_move {
+        if !may_move || st.vmas.len() + 3 >= MAX_MAP_COUNT {
             return Err(MmError::NoMemory);
         }
         let dest = match fixed {
@@ -489,7 +569,7 @@ impl MemoryManager {
                 self.unmap_locked(st, d, end);
                 d
             }
-            None => find_free(&st.vmas, new_len, MMAP_TOP).ok_or(MmError::NoMemory)?,
+            None => find_free(&mut st.vmas, new_len, MMAP_TOP).ok_or(MmError::NoMemory)?,
         };
         let mut copy = Vma::new(dest, dest + new_len, vma.access, vma.backing.advanced(old - vma.start));
         copy.max_access = vma.max_access;
@@ -560,6 +640,10 @@ impl MemoryManager {
         let (Some(old_end), Some(new_end)) = (page_up(cur), page_up(new)) else { return cur };
         if new_end > old_end {
             if new_end > MMAP_TOP || !st.vmas.is_free(old_end, new_end) {
+                return cur;
+            }
+            let extends_heap = st.vmas.last_before(old_end).is_some_and(|v| v.end == old_end && v.role == Role::Heap);
+            if !extends_heap && (st.vmas.len() > MAX_MAP_COUNT || self.charge_records(&mut st, 0, 1).is_err()) {
                 return cur;
             }
             let mut v = Vma::new(old_end, new_end, Access::READ_WRITE, Backing::Anonymous);
@@ -657,7 +741,7 @@ impl MemoryManager {
                 return;
             }
             let frames: Vec<Frame> = run.iter().map(|(_, f)| *f).collect();
-            if self.space.map(run[0].0, &frames, access).is_ok() {
+            if self.charge_records(st, run.len(), 0).is_ok() && self.space.map(run[0].0, &frames, access).is_ok() {
                 for (va, f) in run.drain(..) {
                     st.pages.insert(va, Page { frame: f, cow: !shared });
                 }
@@ -786,7 +870,15 @@ impl MemoryManager {
                 }
                 va += PAGE;
             }
-            if !anon_missing.is_empty() {
+            if !anon_missing.is_empty() && writes.is_none() {
+                // Read: the zero page, until written.
+                let zero = self.mf.zero_frame().map_err(|_| MmError::NoMemory)?;
+                for va in anon_missing.drain(..) {
+                    self.mf.inc_ref(zero);
+                    new_pages.push((va, Page { frame: zero, cow: true }));
+                }
+                new_pages.sort_by_key(|(va, _)| *va);
+            } else if !anon_missing.is_empty() {
                 let mut frames = Vec::with_capacity(anon_missing.len());
                 self.mf.allocate_many(anon_missing.len(), &mut frames).map_err(|_| MmError::NoMemory)?;
                 new_pages.extend(anon_missing.drain(..).zip(frames).map(|(va, f)| (va, Page { frame: f, cow: false })));
@@ -808,6 +900,13 @@ impl MemoryManager {
         };
         if new_pages.is_empty() {
             return outcome;
+        }
+        let entries = new_pages.iter().filter(|(va, _)| !st.pages.contains_key(va)).count();
+        if self.charge_records(st, entries, 0).is_err() {
+            for (_, p) in new_pages {
+                self.mf.dec_ref(p.frame);
+            }
+            return Err(MmError::NoMemory);
         }
         st.stats.fault_pages += new_pages.len() as u64;
         let eff = effective(vma.access);
@@ -851,7 +950,10 @@ impl MemoryManager {
             return Ok(Page { frame: p.frame, cow: false });
         }
         let copy = self.mf.allocate().map_err(|_| MmError::NoMemory)?;
-        self.mf.copy_frame(p.frame, copy);
+        // A fresh frame is zero already: nothing to copy from the zero page.
+        if !self.mf.is_zero_frame(p.frame) {
+            self.mf.copy_frame(p.frame, copy);
+        }
         st.stats.cow_copies += 1;
         Ok(Page { frame: copy, cow: false })
     }
@@ -868,6 +970,8 @@ impl MemoryManager {
         let mut st = self.lock();
         let child = MemoryManager::new(self.mf.clone(), space, st.stack_limit);
         let mut cs = child.lock();
+        let (pages, vmas) = (st.pages.len(), st.vmas.len());
+        child.charge_records(&mut cs, pages, vmas)?;
         cs.vmas = st.vmas.clone();
         cs.brk_start = st.brk_start;
         cs.brk = st.brk;
@@ -946,26 +1050,47 @@ impl Drop for MemoryManager {
             self.mf.dec_ref(p.frame);
         }
         st.pages.clear();
+        self.mf.uncharge(st.charged);
     }
 }
 
-/// The highest free range of `len` bytes below `top`.
-fn find_free(vmas: &VmaMap, len: u64, top: u64) -> Option<u64> {
-    let mut ceiling = top;
-    let mut cursor = vmas.last_before(top).cloned();
-    loop {
-        let floor = cursor.as_ref().map(|v| v.end).unwrap_or(MMAP_MIN_ADDR);
-        // A stack keeps a guard gap below it.
-        if ceiling >= floor + len && ceiling - len >= MMAP_MIN_ADDR {
-            return Some(ceiling - len);
+/// The highest free range of `len` bytes below `top`. A search from the
+/// top of the mmap area remembers the gaps it passed, so that the next one
+/// for more than the largest of them starts where this one ended: mapping
+/// after mapping costs a few steps each, not a walk over all of them.
+fn find_free(vmas: &mut VmaMap, len: u64, top: u64) -> Option<u64> {
+    let cache = vmas.free_cache().filter(|c| top == MMAP_TOP && len > c.largest);
+    let (start, mut largest) = match cache {
+        Some(c) => (c.below, c.largest),
+        None => (top, 0),
+    };
+    let mut ceiling = start;
+    // A stack keeps a guard gap below it.
+    if vmas.find(start).is_some_and(|v| v.start == start && v.grows_down) {
+        ceiling = ceiling.saturating_sub(STACK_GUARD_GAP);
+    }
+    let fits = |ceiling: u64, floor: u64| ceiling >= floor + len && ceiling - len >= MMAP_MIN_ADDR;
+    let mut found = None;
+    for v in vmas.descending_below(start) {
+        if fits(ceiling, v.end) {
+            found = Some(ceiling - len);
+            break;
         }
-        let v = cursor?;
+        largest = largest.max(ceiling.saturating_sub(v.end));
         ceiling = v.start.min(ceiling);
         if v.grows_down {
             ceiling = ceiling.saturating_sub(STACK_GUARD_GAP);
         }
-        cursor = vmas.last_before(v.start).cloned();
     }
+    if found.is_none() && fits(ceiling, MMAP_MIN_ADDR) {
+        found = Some(ceiling - len);
+    }
+    if let Some(addr) = found
+        && top == MMAP_TOP
+    {
+        vmas.set_free_cache(vma::FreeCache { below: addr, largest });
+    }
+    found
 }
 
 #[cfg(test)]

@@ -74,10 +74,65 @@ fn anon(mm: &MemoryManager, addr: u64, len: u64, access: Access) -> u64 {
 fn fault_maps_a_window_of_pages() {
     let (_, space, mm) = setup();
     let a = anon(&mm, 0x100_0000, 1 << 20, RW);
-    mm.handle_fault(a + 5 * 4096 + 12, Access::READ).unwrap();
+    mm.handle_fault(a + 5 * 4096 + 12, Access { write: true, ..Access::READ }).unwrap();
     assert_eq!(space.count(), FAULT_AROUND_ANON as usize);
     assert_eq!(space.get(a + 5 * 4096).unwrap().1, RW);
     assert!(space.get(a + FAULT_AROUND_ANON * 4096).is_none(), "window stays aligned");
+}
+
+#[test]
+fn reads_of_untouched_memory_map_the_zero_frame() {
+    let (mf, space, mm) = setup();
+    let a = anon(&mm, 0x100_0000, 1 << 20, RW);
+    mm.handle_fault(a + 5 * 4096, Access::READ).unwrap();
+    let zero = mf.zero_frame().unwrap();
+    assert_eq!(space.count(), FAULT_AROUND_ANON as usize);
+    for i in 0..FAULT_AROUND_ANON {
+        assert_eq!(space.get(a + i * 4096).unwrap(), (zero, R), "page {i}: the zero frame, read-only");
+    }
+    let in_use = mf.stats().frames_in_use;
+    // The first write gives the page a frame of its own; its neighbours
+    // keep reading zeros.
+    mm.handle_fault(a + 5 * 4096, Access { write: true, ..Access::READ }).unwrap();
+    let (own, access) = space.get(a + 5 * 4096).unwrap();
+    assert_ne!(own, zero);
+    assert_eq!(access, RW);
+    assert_eq!(mf.stats().frames_in_use, in_use + 1);
+    assert_eq!(space.get(a + 6 * 4096).unwrap(), (zero, R));
+    mm.copy_out(a + 6 * 4096, b"x").unwrap();
+    assert!(mf.frame(zero).to_vec().iter().all(|b| *b == 0), "the zero frame is never written");
+    let mut b = [1u8; 1];
+    mm.copy_in(a + 7 * 4096, &mut b).unwrap();
+    assert_eq!(b, [0]);
+}
+
+#[test]
+fn the_map_count_is_capped() {
+    let (mf, _, mm) = setup();
+    let base = 0x100_0000;
+    // Alternating access, so no two neighbours merge.
+    let access = |i: u64| if i % 2 == 0 { R } else { RW };
+    for i in 0..=MAX_MAP_COUNT as u64 {
+        anon(&mm, base + i * 4096, 4096, access(i));
+    }
+    assert_eq!(mm.vmas().len(), MAX_MAP_COUNT + 1, "mmap checks the count before adding one");
+    assert!(mf.stats().frames_charged > 0, "VMAs are charged");
+    let flags = MapFlags::default();
+    assert!(matches!(mm.map(0, 4096, R, Backing::Anonymous, flags), Err(MmError::NoMemory)));
+    // Three pages in one read-only mapping (its neighbour above is
+    // writable), and one more apart: the count is at the limit.
+    mm.unmap(base, 3 * 4096).unwrap();
+    anon(&mm, base, 3 * 4096, R);
+    anon(&mm, base + (1 << 30), 4096, R);
+    assert_eq!(mm.vmas().len(), MAX_MAP_COUNT);
+    // Its middle cannot be split off, nor any part change access.
+    assert!(matches!(mm.unmap(base + 4096, 4096), Err(MmError::NoMemory)));
+    assert!(matches!(mm.protect(base + 4096, 4096, RW), Err(MmError::NoMemory)));
+    assert!(matches!(mm.protect(base, 4096, RW), Err(MmError::NoMemory)));
+    // What needs no split is done.
+    mm.protect(base, 3 * 4096, R).unwrap();
+    mm.unmap(base + 2 * 4096, 4096).unwrap();
+    assert_eq!(mm.vmas().len(), MAX_MAP_COUNT, "cutting an end adds nothing");
 }
 
 #[test]

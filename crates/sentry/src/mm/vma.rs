@@ -141,6 +141,17 @@ impl Vma {
 #[derive(Clone, Default)]
 pub struct VmaMap {
     map: BTreeMap<u64, Vma>,
+    /// What the last top-down search for free space learnt, so the next
+    /// one need not walk every mapping again (Linux's old free_area_cache).
+    free_cache: Option<FreeCache>,
+}
+
+/// No free gap between `below` and the top of the mmap area is larger than
+/// `largest` bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct FreeCache {
+    pub below: u64,
+    pub largest: u64,
 }
 
 impl VmaMap {
@@ -160,6 +171,21 @@ impl VmaMap {
     /// The last VMA starting below `addr`.
     pub fn last_before(&self, addr: u64) -> Option<&Vma> {
         self.map.range(..addr).next_back().map(|(_, v)| v)
+    }
+
+    /// VMAs starting below `addr`, highest first.
+    pub fn descending_below(&self, addr: u64) -> impl Iterator<Item = &Vma> {
+        self.map.range(..addr).rev().map(|(_, v)| v)
+    }
+
+    /// What the last search for free space left (see [`FreeCache`]).
+    pub fn free_cache(&self) -> Option<FreeCache> {
+        self.free_cache
+    }
+
+    /// Records what a search for free space learnt.
+    pub fn set_free_cache(&mut self, cache: FreeCache) {
+        self.free_cache = Some(cache);
     }
 
     /// VMAs overlapping `[start, end)`, in order.
@@ -211,6 +237,11 @@ impl VmaMap {
 
     /// Removes `[start, end)` and returns the removed pieces.
     pub fn remove(&mut self, start: u64, end: u64) -> Vec<Vma> {
+        // Space freed above the cached point may be a gap larger than the
+        // cache knows of.
+        if self.free_cache.is_some_and(|c| end > c.below) {
+            self.free_cache = None;
+        }
         self.split_at(start);
         self.split_at(end);
         let keys: Vec<u64> = self.map.range(start..end).map(|(k, _)| *k).collect();

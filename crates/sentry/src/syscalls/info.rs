@@ -63,12 +63,21 @@ pub fn getrandom(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL.into());
     }
     let len = (a[1] as usize).min(32 << 20);
-    let mut buf = vec![0u8; len];
+    // A page at a time: the sentry holds one page whatever the length.
+    let mut buf = [0u8; 4096];
     let mut done = 0;
     while done < len {
-        done += rustix::rand::getrandom(&mut buf[done..], rustix::rand::GetRandomFlags::empty())?;
+        let n = (len - done).min(buf.len());
+        let mut filled = 0;
+        while filled < n {
+            filled += rustix::rand::getrandom(&mut buf[filled..n], rustix::rand::GetRandomFlags::empty())?;
+        }
+        if let Err(e) = task.mm.copy_out(a[0] + done as u64, &buf[..n]) {
+            // What was stored counts, as Linux's copy to the caller.
+            return if done > 0 { Ok(done as u64) } else { Err(e.into()) };
+        }
+        done += n;
     }
-    task.mm.copy_out(a[0], &buf)?;
     Ok(len as u64)
 }
 

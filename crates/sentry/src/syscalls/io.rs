@@ -120,21 +120,21 @@ fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) 
     }
 }
 
-/// Pins a buffer for a transfer: as much of it as is accessible from its
-/// start (the transfer is then short), EFAULT if none is.
-fn pin_one(task: &Task, addr: u64, len: u64, write: bool) -> Result<Pinned, SysError> {
-    let len = (len as usize).min(MAX_RW);
-    Ok(task.mm.pin_prefix(addr, len, write)?)
-}
+/// Most bytes of application memory pinned at once for a transfer. A larger
+/// transfer moves in steps of this size, so what the sentry holds for one
+/// call (the list of pinned frames) is bounded whatever length the
+/// application passes.
+const TRANSFER_STEP: usize = 16 << 20;
 
-/// Reads an iovec array and pins the buffers, up to the first byte that is
-/// not accessible: the transfer moves what comes before it, and is EFAULT
-/// only if that is nothing.
-fn pin_iov(task: &Task, iov: u64, count: u64, write: bool) -> Result<Vec<Pinned>, SysError> {
+/// One buffer of a transfer: address and length.
+type Segment = (u64, usize);
+
+/// Reads an iovec array; the lengths are clamped to MAX_RW in total.
+fn read_iov(task: &Task, iov: u64, count: u64) -> Result<Vec<Segment>, SysError> {
     if count > MAX_IOV {
         return Err(Errno::EINVAL.into());
     }
-    let mut vecs = Vec::with_capacity(count as usize);
+    let mut segs = Vec::with_capacity(count as usize);
     let mut total: usize = 0;
     for i in 0..count {
         let v: g::iovec = task.mm.read_pod(iov + 16 * i)?;
@@ -144,26 +144,80 @@ fn pin_iov(task: &Task, iov: u64, count: u64, write: bool) -> Result<Vec<Pinned>
         }
         let len = len.min(MAX_RW - total);
         total += len;
-        vecs.push((v.iov_base as u64, len));
+        segs.push((v.iov_base as u64, len));
     }
-    let mut out = Vec::with_capacity(vecs.len());
-    for (base, len) in vecs {
-        if len == 0 {
+    Ok(segs)
+}
+
+/// Pins the next step of a transfer: up to TRANSFER_STEP bytes of `segs`
+/// from `skip` bytes in (`store` if the transfer stores into them), as far
+/// as the memory is accessible. Returns the
+/// pins, their length, and whether that is all the step asked for (false
+/// if an inaccessible byte cut it short). Fails only if not even the first
+/// byte is accessible.
+fn pin_step(
+    task: &Task,
+    segs: &[Segment],
+    mut skip: usize,
+    store: bool,
+) -> Result<(Vec<Pinned>, usize, bool), SysError> {
+    let mut pins = Vec::new();
+    let mut len = 0;
+    for &(base, seg_len) in segs {
+        if skip >= seg_len {
+            skip -= seg_len;
             continue;
         }
-        match task.mm.pin_prefix(base, len, write) {
+        let want = (seg_len - skip).min(TRANSFER_STEP - len);
+        match task.mm.pin_prefix(base + skip as u64, want, store) {
             Ok(p) => {
-                let short = p.len() < len;
-                out.push(p);
-                if short {
-                    break;
+                let got = p.len();
+                len += got;
+                pins.push(p);
+                if got < want {
+                    return Ok((pins, len, false));
                 }
             }
-            Err(e) if out.is_empty() => return Err(e.into()),
-            Err(_) => break,
+            Err(e) if pins.is_empty() => return Err(e.into()),
+            Err(_) => return Ok((pins, len, false)),
+        }
+        skip = 0;
+        if len == TRANSFER_STEP {
+            break;
         }
     }
-    Ok(out)
+    Ok((pins, len, true))
+}
+
+/// Reads into (`write` false) or writes from the buffers `segs`, at the
+/// file's offset or at `pos`, a step at a time. The transfer stops at a
+/// short step, at the first inaccessible byte (EFAULT if that is the
+/// first), or at an error after some progress (the count so far, as
+/// Linux's transfers answer). A stream is read one step at most: reading
+/// on for more could block where one call must not.
+fn transfer(task: &mut Task, f: &OpenFile, segs: &[Segment], pos: Option<u64>, write: bool) -> SysResult {
+    let total: usize = segs.iter().map(|s| s.1).sum();
+    let mut done = 0;
+    loop {
+        // A write reads application memory; a read stores into it.
+        let (mut pins, len, complete) = match pin_step(task, segs, done, !write) {
+            Ok(step) => step,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => return Ok(done as u64),
+        };
+        let at = pos.map(|p| p + done as u64);
+        let r = if write { write_from(task, f, &pins, at) } else { read_into(f, &mut pins, at) };
+        drop(pins);
+        let n = match r {
+            Ok(n) => n,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => return Ok(done as u64),
+        };
+        done += n;
+        if n < len || !complete || done >= total || (!write && !f.ops.seekable()) {
+            return Ok(done as u64);
+        }
+    }
 }
 
 fn offset_arg(v: u64) -> Result<u64, SysError> {
@@ -173,8 +227,7 @@ fn offset_arg(v: u64) -> Result<u64, SysError> {
 pub fn read(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_readable(&f)?;
-    let mut p = [pin_one(task, a[1], a[2], true)?];
-    Ok(read_into(&f, &mut p, None)? as u64)
+    transfer(task, &f, &[(a[1], (a[2] as usize).min(MAX_RW))], None, false)
 }
 
 pub fn pread64(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -182,15 +235,14 @@ pub fn pread64(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_positional(&f)?;
     check_readable(&f)?;
-    let mut p = [pin_one(task, a[1], a[2], true)?];
-    Ok(read_into(&f, &mut p, Some(pos))? as u64)
+    transfer(task, &f, &[(a[1], (a[2] as usize).min(MAX_RW))], Some(pos), false)
 }
 
 pub fn readv(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_readable(&f)?;
-    let mut p = pin_iov(task, a[1], a[2], true)?;
-    Ok(read_into(&f, &mut p, None)? as u64)
+    let segs = read_iov(task, a[1], a[2])?;
+    transfer(task, &f, &segs, None, false)
 }
 
 pub fn preadv(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -198,15 +250,14 @@ pub fn preadv(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_positional(&f)?;
     check_readable(&f)?;
-    let mut p = pin_iov(task, a[1], a[2], true)?;
-    Ok(read_into(&f, &mut p, Some(pos))? as u64)
+    let segs = read_iov(task, a[1], a[2])?;
+    transfer(task, &f, &segs, Some(pos), false)
 }
 
 pub fn write(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_writable(&f)?;
-    let p = [pin_one(task, a[1], a[2], false)?];
-    Ok(write_from(task, &f, &p, None)? as u64)
+    transfer(task, &f, &[(a[1], (a[2] as usize).min(MAX_RW))], None, true)
 }
 
 pub fn pwrite64(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -214,15 +265,14 @@ pub fn pwrite64(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_positional(&f)?;
     check_writable(&f)?;
-    let p = [pin_one(task, a[1], a[2], false)?];
-    Ok(write_from(task, &f, &p, Some(pos))? as u64)
+    transfer(task, &f, &[(a[1], (a[2] as usize).min(MAX_RW))], Some(pos), true)
 }
 
 pub fn writev(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_writable(&f)?;
-    let p = pin_iov(task, a[1], a[2], false)?;
-    Ok(write_from(task, &f, &p, None)? as u64)
+    let segs = read_iov(task, a[1], a[2])?;
+    transfer(task, &f, &segs, None, true)
 }
 
 pub fn pwritev(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -230,8 +280,8 @@ pub fn pwritev(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_positional(&f)?;
     check_writable(&f)?;
-    let p = pin_iov(task, a[1], a[2], false)?;
-    Ok(write_from(task, &f, &p, Some(pos))? as u64)
+    let segs = read_iov(task, a[1], a[2])?;
+    transfer(task, &f, &segs, Some(pos), true)
 }
 
 pub fn lseek(task: &mut Task, a: &[u64; 6]) -> SysResult {

@@ -22,7 +22,7 @@ pub fn pipe2(task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
     let extra = OpenFlags::from_bits_retain(flags & g::O_NONBLOCK);
     let creds = task.tg.creds();
-    let (r, w) = Pipe::new_pair((creds.uid.fs, creds.gid.fs));
+    let (r, w) = Pipe::new_pair(task.mm.memory_file().clone(), (creds.uid.fs, creds.gid.fs));
     let rf = OpenFile::new(r, None, extra);
     let wf = OpenFile::new(w, None, OpenFlags::WRONLY | extra);
     let cloexec = flags & g::O_CLOEXEC != 0;

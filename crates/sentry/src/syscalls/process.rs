@@ -20,6 +20,9 @@ use crate::task::{
 
 /// Most arguments or environment entries accepted by execve.
 const MAX_ARG_COUNT: usize = 0x7fff_ffff / 8;
+/// Longest argument or environment string, with its NUL (Linux's
+/// MAX_ARG_STRLEN, 32 pages).
+const MAX_ARG_STRLEN: usize = 32 * 4096;
 
 pub fn exit(task: &mut Task, a: &[u64; 6]) -> SysResult {
     task.request_exit(ExitKind::Thread(a[0] as u8));
@@ -552,7 +555,19 @@ pub fn rseq(_task: &mut Task, _: &[u64; 6]) -> SysResult {
     Err(Errno::ENOSYS.into())
 }
 
-fn read_string_array(task: &Task, addr: u64) -> Result<Vec<Vec<u8>>, SysError> {
+/// The room execve gives the argument and environment strings with their
+/// pointers, as Linux's bprm_stack_limits: a quarter of the stack limit,
+/// at most 6 MiB (three quarters of _STK_LIM), at least ARG_MAX (128 KiB).
+/// Past it, execve fails with E2BIG; so the copies the sentry makes of
+/// them are bounded too, however often one string is passed.
+fn exec_strings_room(task: &Task) -> usize {
+    let stack = task.tg.rlimit(g::RLIMIT_STACK).cur;
+    (stack / 4).clamp(128 << 10, 6 << 20) as usize
+}
+
+/// Reads a NULL-terminated array of strings (argv or envp), counting each
+/// string and its pointer against `room`.
+fn read_string_array(task: &Task, addr: u64, room: &mut usize) -> Result<Vec<Vec<u8>>, SysError> {
     let mut out = Vec::new();
     if addr == 0 {
         return Ok(out);
@@ -565,16 +580,19 @@ fn read_string_array(task: &Task, addr: u64) -> Result<Vec<Vec<u8>>, SysError> {
         if p == 0 {
             return Ok(out);
         }
-        out.push(task.mm.read_cstring(p, 32 * 4096).map_err(|e| match e {
+        let s = task.mm.read_cstring(p, MAX_ARG_STRLEN - 1).map_err(|e| match e {
             crate::mm::MmError::TooLong => Errno::E2BIG,
             _ => Errno::EFAULT,
-        })?);
+        })?;
+        *room = room.checked_sub(s.len() + 1 + 8).ok_or(Errno::E2BIG)?;
+        out.push(s);
     }
 }
 
 fn execve_common(task: &mut Task, req: ExecRequest, argv_addr: u64, envp_addr: u64) -> SysResult {
-    let argv = read_string_array(task, argv_addr)?;
-    let envp = read_string_array(task, envp_addr)?;
+    let mut room = exec_strings_room(task);
+    let argv = read_string_array(task, argv_addr, &mut room)?;
+    let envp = read_string_array(task, envp_addr, &mut room)?;
     crate::task::exec::exec(task, &req, argv, envp)?;
     Ok(0)
 }

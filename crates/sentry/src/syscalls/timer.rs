@@ -115,7 +115,8 @@ pub fn timer_create(task: &mut Task, a: &[u64; 6]) -> SysResult {
             _ => return Err(Errno::EINVAL.into()),
         }
     };
-    let id = task.kernel.timers.create(task.tg.tgid, clock, notify);
+    let limit = task.tg.rlimit(g::RLIMIT_SIGPENDING).cur;
+    let id = task.kernel.timers.create(task.tg.tgid, clock, notify, limit).ok_or(Errno::EAGAIN)?;
     if let Err(e) = task.mm.write(a[2], &id) {
         task.kernel.timers.delete(task.tg.tgid, id);
         return Err(Errno::from(e).into());

@@ -7,9 +7,35 @@ use linux_raw_sys::general as g;
 
 use super::pidfd::PidFd;
 use super::{ProcessView, Task, TaskShared, ThreadGroup, WaitQueue, run_task};
+use memory::MemoryFile;
+
 use crate::errno::Errno;
 use crate::fs::{OpenFile, OpenFlags};
 use crate::mm::MemoryManager;
+
+/// What a task costs the host outside the memory file (its host thread's
+/// stack as far as the sentry uses it, its records and its CPU context),
+/// in frames, charged to the memory file's capacity for the task's life as
+/// Linux charges a task's kernel stack to its memory cgroup. It keeps a
+/// fork bomb under `--memory` from growing the host without bound: forks
+/// fail with ENOMEM once memory is used up.
+const TASK_CHARGE_FRAMES: u64 = 32;
+
+/// A task's charge, given back when dropped (when its host thread ends).
+struct TaskCharge(Arc<MemoryFile>);
+
+impl TaskCharge {
+    fn take(mf: &Arc<MemoryFile>) -> Result<Self, Errno> {
+        mf.charge(TASK_CHARGE_FRAMES).map_err(|_| Errno::ENOMEM)?;
+        Ok(TaskCharge(mf.clone()))
+    }
+}
+
+impl Drop for TaskCharge {
+    fn drop(&mut self) {
+        self.0.uncharge(TASK_CHARGE_FRAMES);
+    }
+}
 
 /// What a clone asks for (the clone3 argument structure, decoded).
 #[derive(Clone, Copy, Debug, Default)]
@@ -76,6 +102,12 @@ const SUPPORTED_FLAGS: u64 = (g::CLONE_VM
     | g::CLONE_PIDFD) as u64
     | g::CLONE_CLEAR_SIGHAND;
 
+/// The error of a clone whose thread id could not be stored: EFAULT for a
+/// bad address, ENOMEM if storing it needed memory there was none of.
+fn settid_error(e: crate::mm::MmError) -> Errno {
+    if e.is_out_of_memory() { Errno::ENOMEM } else { Errno::EFAULT }
+}
+
 /// Creates a task as `args` says; returns its thread id (the new pid for
 /// a process).
 pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
@@ -100,6 +132,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         return Err(Errno::EINVAL);
     }
     let kernel = parent.kernel.clone();
+    let charge = TaskCharge::take(&kernel.mf)?;
     let ctx = kernel.platform.new_context().map_err(|_| Errno::EAGAIN)?;
     let mm = if has(g::CLONE_VM) {
         parent.mm.clone()
@@ -151,10 +184,10 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     ctx.set_fp_state(&fp).map_err(|_| Errno::EAGAIN)?;
 
     if has(g::CLONE_PARENT_SETTID) {
-        parent.mm.write(args.parent_tid, &(tid as u32)).map_err(|_| Errno::EFAULT)?;
+        parent.mm.write(args.parent_tid, &(tid as u32)).map_err(settid_error)?;
     }
     if has(g::CLONE_CHILD_SETTID) {
-        mm.write(args.child_tid, &(tid as u32)).map_err(|_| Errno::EFAULT)?;
+        mm.write(args.child_tid, &(tid as u32)).map_err(settid_error)?;
     }
     let mut pidfd = None;
     if has(g::CLONE_PIDFD) {
@@ -233,7 +266,10 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         }
         tree.add_thread(&shared);
     }
-    thread.start(move || run_task(child));
+    thread.start(move || {
+        let _charge = charge;
+        run_task(child);
+    });
     if let Some(v) = vfork {
         v.wait(&parent.shared);
     }

@@ -35,6 +35,12 @@ pub fn current_tgid() -> i32 {
 impl Task {
     /// A page fault the memory manager could not resolve.
     fn fault_signal(&mut self, f: platform::Fault, e: MmError) {
+        if e.is_out_of_memory() {
+            // No memory left to back the page: the OOM killer's answer,
+            // SIGKILL for the faulting process, which nothing can catch.
+            crate::task::send_to_group(&self.kernel, &self.tg, SigInfo::kernel(g::SIGKILL));
+            return;
+        }
         let (sig, code) = match e {
             MmError::BeyondEof => (g::SIGBUS, g::BUS_ADRERR as i32),
             MmError::Access => (g::SIGSEGV, g::SEGV_ACCERR as i32),
