@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -154,8 +155,12 @@ int main(void) {
     CHECK_OK(pipe(p));
     pid = fork();
     if (pid == 0) {
+        /* Leaves once the pipe is full, when the write has put in all it
+         * can and waits for room. */
         close(p[1]);
-        usleep(100000);
+        int queued = 0;
+        while (ioctl(p[0], FIONREAD, &queued) == 0 && queued < 65536)
+            sched_yield();
         _exit(0);
     }
     close(p[0]);
