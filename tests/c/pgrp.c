@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
         (void)!read(gofd[0], &b, 1); /* wait for the parent's setpgid */
         pid_t now = getpgrp();
         (void)!write(pfd[1], &now, sizeof now);
-        ms_sleep(50);
+        (void)!read(gofd[0], &b, 1); /* alive until the parent is done */
         _exit(0);
     }
     pid_t info[2];
@@ -142,6 +142,7 @@ int main(int argc, char **argv) {
     CHECK(getpgid(c) == c);
     /* A group that does not exist in our session. */
     CHECK_ERR(setpgid(c, 999999), EPERM);
+    CHECK(write(gofd[1], "d", 1) == 1);
     int st;
     CHECK(waitpid(c, &st, 0) == c);
 
@@ -151,14 +152,18 @@ int main(int argc, char **argv) {
     /* getsid of a child in another session. */
     c = fork();
     if (c == 0) {
+        char b;
         setsid();
-        ms_sleep(100);
+        (void)!write(pfd[1], "s", 1);
+        (void)!read(gofd[0], &b, 1); /* alive until the parent is done */
         _exit(0);
     }
-    ms_sleep(50);
+    char ready;
+    CHECK(read(pfd[0], &ready, 1) == 1);
     CHECK(getsid(c) == c);
     /* Moving a child of another session is refused. */
     CHECK_ERR(setpgid(c, getpgrp()), EPERM);
+    CHECK(write(gofd[1], "d", 1) == 1);
     waitpid(c, &st, 0);
 
     /* kill(-pgid): every member of the group, and nobody else. */
@@ -191,10 +196,12 @@ int main(int argc, char **argv) {
     /* waitpid(-pgid) waits for members only; waitpid(0) for our group. */
     pid_t a = fork();
     if (a == 0) {
-        ms_sleep(100);
+        char b;
+        (void)!read(gofd[0], &b, 1); /* until the parent has moved it */
         _exit(1);
     }
     setpgid(a, a);
+    CHECK(write(gofd[1], "a", 1) == 1);
     pid_t b = fork();
     if (b == 0) _exit(2);
     CHECK(waitpid(-a, &st, 0) == a && WEXITSTATUS(st) == 1);
