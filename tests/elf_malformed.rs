@@ -195,3 +195,29 @@ fn malformed_executables_fail_as_on_linux() {
     args.extend(names.iter().map(String::as_str));
     common::c_test("exec_malformed", &args);
 }
+
+/// The same under `--strace --profile`: the outcomes do not change, every
+/// line before the profile report is a whole strace line (execve's
+/// included, whether it fails, succeeds or dies), and the report follows.
+#[test]
+fn strace_and_profile_follow_malformed_executables() {
+    require_kvm!();
+    let dir = common::scratch_dir("elf_malformed_strace");
+    let names = write_cases(&dir);
+    let prog = common::c_program("exec_malformed", "static");
+    let mut args = vec![prog.to_str().unwrap(), dir.to_str().unwrap()];
+    args.extend(names.iter().map(String::as_str));
+    let native = common::native(args[0], &args[1..], None);
+    let child = common::spawn_cordon_with(&["--strace", "--profile"], &args);
+    let traced = common::finish_within(child, std::time::Duration::from_secs(300), "exec_malformed --strace");
+    common::assert_same("exec_malformed under --strace --profile", &traced, &native);
+    let stderr = String::from_utf8_lossy(&traced.stderr);
+    let (trace, report) = stderr.split_once("\ncordon profile (").expect("the profile report follows the trace");
+    assert!(report.contains("\nsyscalls:"), "the profile report is cut short:\n{report}");
+    let mut execs = 0;
+    for line in trace.lines().filter(|l| !l.starts_with("cordon: ")) {
+        assert!(common::well_formed_strace_line(line), "not a whole strace line: {line:?}");
+        execs += usize::from(line.contains("] execve("));
+    }
+    assert!(execs >= names.len(), "{execs} execve lines for {} programs", names.len());
+}

@@ -11,6 +11,13 @@
 //! CORDON_FUZZ_SEED=7 CORDON_FUZZ_CALLS=5000000 \
 //!     cargo test --release --test robustness -- --ignored --nocapture
 //! ```
+//!
+//! or the fuzzer itself, which then also tells the calls reached every
+//! PROGRESS batches (tests/c/syscall_fuzz.c says what its arguments are):
+//!
+//! ```sh
+//! cordon run --memory 1G -- syscall_fuzz-static SEED CALLS 4 4 500 PROGRESS
+//! ```
 
 mod common;
 
@@ -114,32 +121,10 @@ fn strace_stays_well_formed_under_random_system_calls() {
         if line.starts_with("cordon: ") {
             continue;
         }
-        assert!(well_formed_strace_line(line), "not a whole strace line: {line:?}");
+        assert!(common::well_formed_strace_line(line), "not a whole strace line: {line:?}");
         traced += 1;
     }
     assert!(traced >= summary.calls, "{traced} calls traced, {} made", summary.calls);
-}
-
-/// `[TID] name(arguments) = result`, the result a number, `?`, or
-/// `-1 ENAME (description)`.
-fn well_formed_strace_line(line: &str) -> bool {
-    let Some(rest) = line.strip_prefix('[') else { return false };
-    let Some((tid, rest)) = rest.split_once("] ") else { return false };
-    let Some((call, result)) = rest.rsplit_once(") = ") else {
-        return false;
-    };
-    let Some((name, _args)) = call.split_once('(') else { return false };
-    let name_ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    let number =
-        |s: &str| s.strip_prefix("0x").map_or_else(|| s.parse::<i64>().is_ok(), |h| u64::from_str_radix(h, 16).is_ok());
-    let result_ok = number(result)
-        || result == "?"
-        || result.strip_prefix("-1 E").is_some_and(|r| {
-            r.split_once(" (").is_some_and(|(e, d)| {
-                e.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') && d.ends_with(')')
-            })
-        });
-    tid.parse::<u32>().is_ok() && name_ok && result_ok
 }
 
 /// The long run by hand: `CORDON_FUZZ_SEED` (default 1) and

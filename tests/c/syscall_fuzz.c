@@ -2,7 +2,7 @@
  * system calls with random and adversarial arguments, and the sandbox
  * around them must neither panic nor hang.
  *
- *   syscall_fuzz SEED CALLS [WORKERS [THREADS [PER_THREAD]]]
+ *   syscall_fuzz SEED CALLS [WORKERS [THREADS [PER_THREAD [PROGRESS]]]]
  *
  * The run is a series of batches, until CALLS calls were made. Each batch
  * forks WORKERS worker processes; each worker opens a few descriptors of every kind, maps an
@@ -33,7 +33,9 @@
  * write wherever they can; the sandbox is the guard, so the program refuses
  * to run outside it.
  *
- * The last line of output is the summary the test checks:
+ * With PROGRESS > 0, a line every PROGRESS batches tells the calls reached
+ * so far (for long runs by hand). The last line of output is the summary
+ * the test checks:
  *   fuzz: seed S: N calls reached in B batches ...; H hung */
 #include <errno.h>
 #include <fcntl.h>
@@ -1040,7 +1042,7 @@ static int in_sandbox(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s SEED CALLS [WORKERS [THREADS [PER_THREAD]]]\n", argv[0]);
+        fprintf(stderr, "usage: %s SEED CALLS [WORKERS [THREADS [PER_THREAD [PROGRESS]]]]\n", argv[0]);
         return 2;
     }
     if (!in_sandbox()) {
@@ -1052,6 +1054,7 @@ int main(int argc, char **argv) {
     int workers = argc > 3 ? atoi(argv[3]) : 4;
     int threads = argc > 4 ? atoi(argv[4]) : 4;
     long per_thread = argc > 5 ? strtol(argv[5], NULL, 0) : 500;
+    long progress = argc > 6 ? strtol(argv[6], NULL, 0) : 0;
     if (budget <= 0 || workers <= 0 || threads <= 0 || per_thread <= 0 || workers > 64 || threads > 64) {
         fprintf(stderr, "%s: bad arguments\n", argv[0]);
         return 2;
@@ -1068,6 +1071,11 @@ int main(int argc, char **argv) {
     long by_signal[65] = {0};
     for (long b = 0; (long)__atomic_load_n(&shared->calls, __ATOMIC_RELAXED) < budget; b++) {
         batches++;
+        if (progress > 0 && b > 0 && b % progress == 0) {
+            printf("progress: %llu calls reached after %ld batches\n",
+                   (unsigned long long)__atomic_load_n(&shared->calls, __ATOMIC_RELAXED), b);
+            fflush(stdout);
+        }
         pid_t pids[64];
         int live = 0;
         for (int w = 0; w < workers; w++) {
