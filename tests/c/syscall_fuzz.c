@@ -828,7 +828,7 @@ static long pick_number(struct rng *r) {
 /* Arguments that would reach beyond the worker through a value of the
  * right type in the wrong place: process owners and targets chosen by a
  * command argument. */
-static void confine(long nr, long *args, struct rng *r, const struct arena *a) {
+static void confine(long nr, long *args, const struct arena *a) {
     if (nr == __NR_fcntl && (args[1] == F_SETOWN || args[1] == F_SETOWN_EX)) {
         int *own = (int *)(a->rw + TIME_AREA);
         own[0] = F_OWNER_PID;
@@ -843,7 +843,6 @@ static void confine(long nr, long *args, struct rng *r, const struct arena *a) {
             args[2] = (long)own;
         }
     }
-    (void)r;
 }
 
 static void fill_random(struct rng *r, unsigned char *p, size_t n) {
@@ -903,7 +902,7 @@ static void *fuzz_thread(void *p) {
                 kind = 'P';
             args[k] = gen_kind(&r, a, kind);
         }
-        confine(nr, args, &r, a);
+        confine(nr, args, a);
         __atomic_fetch_add(&shared->calls, 1, __ATOMIC_RELAXED);
         fuzz_syscall(nr, args[0], args[1], args[2], args[3], args[4], args[5]);
     }
