@@ -415,7 +415,8 @@ impl MemoryManager {
             return Err(MmError::Invalid);
         }
         let old_len = page_up(old_len).ok_or(MmError::Invalid)?;
-        let new_len = page_up(new_len).filter(|l| *l > 0).ok_or(MmError::Invalid)?;
+        // A size no address space holds is EINVAL, as on Linux.
+        let new_len = page_up(new_len).filter(|l| *l > 0 && *l <= USER_TOP).ok_or(MmError::Invalid)?;
         let old_end = old.checked_add(old_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
         let mut st = self.lock();
         let vma = st.vmas.find(old).cloned().ok_or(MmError::Unmapped)?;
@@ -956,8 +957,11 @@ fn find_free(vmas: &VmaMap, len: u64, top: u64) -> Option<u64> {
     loop {
         let floor = cursor.as_ref().map(|v| v.end).unwrap_or(MMAP_MIN_ADDR);
         // A stack keeps a guard gap below it.
-        if ceiling >= floor + len && ceiling - len >= MMAP_MIN_ADDR {
-            return Some(ceiling - len);
+        if let Some(at) = ceiling.checked_sub(len)
+            && at >= floor
+            && at >= MMAP_MIN_ADDR
+        {
+            return Some(at);
         }
         let v = cursor?;
         ceiling = v.start.min(ceiling);
