@@ -862,6 +862,13 @@ static void on_kick(int sig) {
     (void)sig;
 }
 
+/* A handler taking siginfo makes a call of its own, so that calls are also
+ * made from signal handlers, on whatever stack. */
+static void on_signal_info(int sig, siginfo_t *info, void *context) {
+    (void)sig, (void)info, (void)context;
+    syscall(SYS_getppid);
+}
+
 /* The calls may have blocked or ignored the kick: now and then it is let
  * in again, so that a call blocking for good is seldom left to the end of
  * its batch. */
@@ -884,6 +891,10 @@ struct thread_args {
 
 static void *fuzz_thread(void *p) {
     struct thread_args *t = p;
+    /* Handlers with SA_ONSTACK run here. */
+    stack_t alt = {.ss_sp = malloc(SIGSTKSZ * 4), .ss_size = SIGSTKSZ * 4};
+    if (alt.ss_sp)
+        sigaltstack(&alt, NULL);
     struct rng r = {splitmix(t->seed) | 1};
     const struct arena *a = &t->arena;
     for (long i = 0; i < t->calls; i++) {
@@ -980,12 +991,26 @@ static void worker(uint64_t seed, int threads, long calls) {
     alarm(30);
     /* Signals the calls send the worker interrupt it rather than end it,
      * but for faults (returning from a handler would fault again) and the
-     * two that cannot be caught. */
-    struct sigaction sa = {.sa_handler = on_kick};
+     * two that cannot be caught. Their handlers take every way a signal
+     * can be delivered: with siginfo, on the alternate stack, nested,
+     * restarting the call or not, once. */
+    struct rng r = {splitmix(seed) | 1};
     for (int sig = 1; sig < 65; sig++) {
-        if (sig != SIGSEGV && sig != SIGBUS && sig != SIGILL && sig != SIGFPE && sig != SIGTRAP && sig != SIGSYS &&
-            sig != SIGALRM)
-            sigaction(sig, &sa, NULL);
+        if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP || sig == SIGSYS ||
+            sig == SIGALRM)
+            continue;
+        struct sigaction sa = {.sa_handler = on_kick};
+        if (sig != KICK_SIGNAL) {
+            static const int ways[] = {SA_SIGINFO, SA_ONSTACK, SA_NODEFER, SA_RESTART, SA_RESETHAND};
+            for (unsigned w = 0; w < sizeof ways / sizeof ways[0]; w++)
+                sa.sa_flags |= below(&r, 2) ? ways[w] : 0;
+            if (sa.sa_flags & SA_SIGINFO)
+                sa.sa_sigaction = on_signal_info;
+            sigfillset(&sa.sa_mask);
+            if (below(&r, 2))
+                sigemptyset(&sa.sa_mask);
+        }
+        sigaction(sig, &sa, NULL);
     }
     open_descriptors();
     struct thread_args *t = calloc(threads, sizeof *t);
