@@ -12,6 +12,8 @@
  * it), each argument drawn from a typed generator (descriptors, pointers
  * into every part of the arena and outside it, lengths, flag bits, paths,
  * signals...) chosen by what the call takes or, half the time, at random.
+ * Now and then a worker execs itself and goes on as a new worker, in
+ * whatever state the calls left it.
  * The seed makes every thread's stream of calls the same from run to run
  * (their interleaving, and so where a batch ends, is not).
  *
@@ -495,6 +497,8 @@ struct arena {
 
 /* What every thread of a worker shares. */
 static pid_t worker_pid;
+static int worker_threads;
+static long worker_calls;
 static int fds[32];
 static int nfds;
 
@@ -889,6 +893,23 @@ struct thread_args {
     volatile int done;
 };
 
+/* Marks a worker that a worker's execve started. */
+#define EXEC_WORKER "--exec-worker"
+
+/* Now and then a worker runs itself again with execve, in whatever state
+ * the calls left it and with its other threads in the middle of theirs,
+ * and goes on as a new worker (whose calls are not counted: the counters
+ * are not mapped across execve). */
+static void exec_worker(uint64_t seed) {
+    char s[32], threads[16], calls[32];
+    snprintf(s, sizeof s, "%llu", (unsigned long long)seed);
+    snprintf(threads, sizeof threads, "%d", worker_threads);
+    snprintf(calls, sizeof calls, "%ld", worker_calls);
+    char *argv[] = {"syscall_fuzz", EXEC_WORKER, s, threads, calls, NULL};
+    char *envp[] = {NULL};
+    syscall(SYS_execve, "/proc/self/exe", argv, envp);
+}
+
 static void *fuzz_thread(void *p) {
     struct thread_args *t = p;
     /* Handlers with SA_ONSTACK run here. */
@@ -916,6 +937,8 @@ static void *fuzz_thread(void *p) {
         confine(nr, args, a);
         __atomic_fetch_add(&shared->calls, 1, __ATOMIC_RELAXED);
         fuzz_syscall(nr, args[0], args[1], args[2], args[3], args[4], args[5]);
+        if (below(&r, 8192) == 0)
+            exec_worker(next(&r));
     }
     t->done = 1;
     return NULL;
@@ -980,6 +1003,8 @@ static void open_descriptors(void) {
  * THREADS threads making `calls` calls each. */
 static void worker(uint64_t seed, int threads, long calls) {
     worker_pid = getpid();
+    worker_threads = threads;
+    worker_calls = calls;
     setsid();
     int null = open("/dev/null", O_RDWR);
     if (null < 0)
@@ -1072,6 +1097,14 @@ int main(int argc, char **argv) {
     if (!in_sandbox()) {
         fprintf(stderr, "%s: refusing to run outside the sandbox: these calls could harm the host\n", argv[0]);
         return 2;
+    }
+    if (strcmp(argv[1], EXEC_WORKER) == 0) {
+        if (argc != 5)
+            return 2;
+        shared = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (shared == MAP_FAILED)
+            return 2;
+        worker(strtoull(argv[2], NULL, 0), atoi(argv[3]), strtol(argv[4], NULL, 0));
     }
     uint64_t seed = strtoull(argv[1], NULL, 0);
     long budget = strtol(argv[2], NULL, 0);
