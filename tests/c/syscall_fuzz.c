@@ -5,17 +5,17 @@
  *   syscall_fuzz SEED CALLS [WORKERS [THREADS [PER_THREAD [PROGRESS]]]]
  *
  * The run is a series of batches, until CALLS calls were made. Each batch
- * forks WORKERS worker processes; each worker opens a few descriptors of every kind, maps an
- * arena (a read-write buffer ending at a PROT_NONE guard page, a read-only
- * page, a hole nothing is mapped at) and starts THREADS threads that each
- * make PER_THREAD calls: a number from the whole table (and some past
- * it), each argument drawn from a typed generator (descriptors, pointers
- * into every part of the arena and outside it, lengths, flag bits, paths,
- * signals...) chosen by what the call takes or, half the time, at random.
- * Now and then a worker execs itself and goes on as a new worker, in
- * whatever state the calls left it.
- * The seed makes every thread's stream of calls the same from run to run
- * (their interleaving, and so where a batch ends, is not).
+ * forks WORKERS worker processes; each worker opens a few descriptors of
+ * every kind, maps an arena (a read-write buffer ending at a PROT_NONE
+ * guard page, a read-only page, a hole nothing is mapped at) and starts
+ * THREADS threads that each make PER_THREAD calls: a number from the whole
+ * table (and some past it), each argument drawn from a typed generator
+ * (descriptors, pointers into every part of the arena and outside it,
+ * lengths, flag bits, paths, signals...) chosen by what the call takes
+ * or, half the time, at random. Now and then a worker execs itself and
+ * goes on as a new worker, in whatever state the calls left it. The seed
+ * makes every thread's stream of calls the same from run to run (their
+ * interleaving, and so where a batch ends, is not).
  *
  * Workers may die of what they do, or stop; that is a fine outcome. What
  * must not happen: a worker that cannot be ended (each batch has a
