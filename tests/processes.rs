@@ -38,6 +38,7 @@ c_tests! {
     prctl_orphans,
     sig_edges,
     sched_affinity,
+    exit_signals,
 }
 
 /// SIGBUS past the end of a file mapping, wherever the fault falls.

@@ -298,6 +298,12 @@ static void test_mremap(void) {
     CHECK(mremap(f + 1, PG, PG, 0) == MAP_FAILED && errno == EINVAL);
     CHECK(mremap(f, PG, 0, 0) == MAP_FAILED && errno == EINVAL);
     CHECK(mremap(free_range(1), PG, 2 * PG, MREMAP_MAYMOVE) == MAP_FAILED && errno == EFAULT);
+    /* Sizes past what an address space holds, or no room for them. */
+    CHECK(mremap(f, PG, -PG, MREMAP_MAYMOVE) == MAP_FAILED && errno == EINVAL);
+    CHECK(mremap(f, PG, 0xffff800000000000UL, MREMAP_MAYMOVE) == MAP_FAILED && errno == EINVAL);
+    CHECK(mremap(f, PG, 1UL << 47, MREMAP_MAYMOVE) == MAP_FAILED && errno == EINVAL);
+    CHECK(mremap(f, PG, (1UL << 47) - PG, MREMAP_MAYMOVE) == MAP_FAILED && errno == ENOMEM);
+    CHECK(all_equal(f, 2 * PG, 5));
     CHECK(mremap(f, PG, PG, 0x100) == MAP_FAILED && errno == EINVAL);
     munmap(dest, 5 * PG);
     munmap(after, PG);

@@ -208,3 +208,25 @@ pub fn finish_within(mut child: std::process::Child, limit: std::time::Duration,
     };
     Output { status, stdout: out.join().expect("stdout"), stderr: err.join().expect("stderr") }
 }
+
+/// `[TID] name(arguments) = result`, the result a number, `?`, or
+/// `-1 ENAME (description)`.
+pub fn well_formed_strace_line(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix('[') else { return false };
+    let Some((tid, rest)) = rest.split_once("] ") else { return false };
+    let Some((call, result)) = rest.rsplit_once(") = ") else {
+        return false;
+    };
+    let Some((name, _args)) = call.split_once('(') else { return false };
+    let name_ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let number =
+        |s: &str| s.strip_prefix("0x").map_or_else(|| s.parse::<i64>().is_ok(), |h| u64::from_str_radix(h, 16).is_ok());
+    let result_ok = number(result)
+        || result == "?"
+        || result.strip_prefix("-1 E").is_some_and(|r| {
+            r.split_once(" (").is_some_and(|(e, d)| {
+                e.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') && d.ends_with(')')
+            })
+        });
+    tid.parse::<u32>().is_ok() && name_ok && result_ok
+}

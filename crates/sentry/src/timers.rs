@@ -10,6 +10,16 @@ use std::time::{Duration, Instant};
 use crate::kernel::Kernel;
 use crate::signal::{SigFields, SigInfo, code};
 
+/// The longest time Linux keeps (KTIME_MAX nanoseconds, about 292 years).
+/// Longer timeouts and timer values are clamped to it: they never end.
+pub const TIME_MAX: Duration = Duration::from_nanos(i64::MAX as u64);
+
+/// The instant `d` after `now`, `d` clamped as Linux clamps it, so that
+/// any timeout an application gives is a deadline, however long.
+pub fn after(now: Instant, d: Duration) -> Instant {
+    now + d.min(TIME_MAX)
+}
+
 /// Who a timer's signal goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -193,8 +203,8 @@ impl Timers {
             interval: t.interval,
         };
         t.generation += 1;
-        t.interval = s.interval;
-        t.deadline = (!s.value.is_zero()).then(|| now + s.value);
+        t.interval = s.interval.min(TIME_MAX);
+        t.deadline = (!s.value.is_zero()).then(|| after(now, s.value));
         t.overrun = 0;
         if let Some(d) = t.deadline {
             let g = t.generation;

@@ -7,7 +7,7 @@ use platform::Access;
 
 use super::{LoadError, read_at};
 use crate::fs::{FileOps, OpenFile};
-use crate::mm::{Backing, MapFlags, MemoryManager, MmError, PAGE, PIE_BASE, page_down, page_up};
+use crate::mm::{Backing, MapFlags, MemoryManager, MmError, PAGE, PIE_BASE, USER_TOP, page_down, page_up};
 
 /// Most program headers accepted (as Linux: 64 KiB of them).
 const MAX_PHDRS: usize = 65536 / size_of::<ProgramHeader64<LE>>();
@@ -22,9 +22,19 @@ pub struct Segment {
     pub access: Access,
 }
 
+/// Which file is read: the program, or the interpreter it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Program,
+    Interpreter,
+}
+
 /// What the loader needs from an ELF file.
 #[derive(Clone, Debug)]
 pub struct ElfInfo {
+    /// e_type: a program's is known to be ET_EXEC or ET_DYN; an
+    /// interpreter's is checked only when it is mapped.
+    pub e_type: elf::FileType,
     /// Position independent (ET_DYN).
     pub dynamic: bool,
     pub entry: u64,
@@ -36,26 +46,45 @@ pub struct ElfInfo {
     pub phnum: u16,
 }
 
-/// Reads and checks the ELF headers of an open file.
-pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile) -> Result<ElfInfo, LoadError> {
-    let head = read_at(ops, file, 0, size_of::<FileHeader64<LE>>()).map_err(LoadError::Io)?;
-    let hdr = FileHeader64::<LE>::parse(&*head).map_err(|_| LoadError::BadFormat)?;
+/// Reads and checks the headers of an ELF file: what Linux checks before
+/// the point of no return of execve, where a failure is still an error
+/// the caller gets back. The program headers' contents are checked when
+/// the image is mapped ([`map_image`]).
+///
+/// An interpreter that is no ELF file for this machine is
+/// [`LoadError::BadInterpreter`]; its own PT_INTERP is ignored, as Linux
+/// ignores it.
+pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile, role: Role) -> Result<ElfInfo, LoadError> {
+    let bad = || match role {
+        Role::Program => LoadError::BadFormat,
+        Role::Interpreter => LoadError::BadInterpreter,
+    };
+    let mut head = read_at(ops, file, 0, size_of::<FileHeader64<LE>>()).map_err(LoadError::Io)?;
+    if head.len() < size_of::<FileHeader64<LE>>() {
+        // Linux reads a program's first bytes into a zero-filled buffer
+        // (so a short file is only a bad format), and an interpreter's
+        // header with a read that must be whole.
+        if role == Role::Interpreter {
+            return Err(LoadError::ShortRead);
+        }
+        head.resize(size_of::<FileHeader64<LE>>(), 0);
+    }
+    let hdr = FileHeader64::<LE>::parse(&*head).map_err(|_| bad())?;
     let e = LE;
     if !hdr.is_little_endian() || hdr.e_machine(e) != elf::EM_X86_64 {
-        return Err(LoadError::BadFormat);
+        return Err(bad());
     }
-    let dynamic = match hdr.e_type(e) {
-        elf::ET_EXEC => false,
-        elf::ET_DYN => true,
-        _ => return Err(LoadError::BadFormat),
-    };
+    let e_type = hdr.e_type(e);
+    if role == Role::Program && e_type != elf::ET_EXEC && e_type != elf::ET_DYN {
+        return Err(bad());
+    }
     let phnum = hdr.e_phnum(e) as usize;
     if hdr.e_phentsize(e) as usize != size_of::<ProgramHeader64<LE>>() || phnum == 0 || phnum > MAX_PHDRS {
-        return Err(LoadError::BadFormat);
+        return Err(bad());
     }
     let phoff = hdr.e_phoff(e);
     let raw = read_at(ops, file, phoff, phnum * size_of::<ProgramHeader64<LE>>()).map_err(LoadError::Io)?;
-    let (phdrs, _) = pod::slice_from_bytes::<ProgramHeader64<LE>>(&raw, phnum).map_err(|_| LoadError::BadFormat)?;
+    let (phdrs, _) = pod::slice_from_bytes::<ProgramHeader64<LE>>(&raw, phnum).map_err(|_| bad())?;
     let mut segments = Vec::new();
     let mut interpreter = None;
     let mut phdr_vaddr = None;
@@ -63,7 +92,7 @@ pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile) -> Result<ElfInfo, LoadErro
         match ph.p_type(e) {
             elf::PT_LOAD => {
                 let f = ph.p_flags(e);
-                let seg = Segment {
+                segments.push(Segment {
                     vaddr: ph.p_vaddr(e),
                     offset: ph.p_offset(e),
                     filesz: ph.p_filesz(e),
@@ -73,18 +102,18 @@ pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile) -> Result<ElfInfo, LoadErro
                         write: f.contains(elf::PF_W),
                         execute: f.contains(elf::PF_X),
                     },
-                };
-                if seg.filesz > seg.memsz || !seg.vaddr.wrapping_sub(seg.offset).is_multiple_of(PAGE) {
-                    return Err(LoadError::BadFormat);
-                }
-                segments.push(seg);
+                });
             }
-            elf::PT_INTERP => {
-                let len = ph.p_filesz(e) as usize;
-                if !(2..=4096).contains(&len) {
+            // The first PT_INTERP counts, as on Linux.
+            elf::PT_INTERP if role == Role::Program && interpreter.is_none() => {
+                let len = ph.p_filesz(e);
+                if !(2..=PATH_MAX).contains(&len) {
                     return Err(LoadError::BadFormat);
                 }
-                let mut p = read_at(ops, file, ph.p_offset(e), len).map_err(LoadError::Io)?;
+                let mut p = read_at(ops, file, ph.p_offset(e), len as usize).map_err(LoadError::Io)?;
+                if p.len() as u64 != len {
+                    return Err(LoadError::ShortRead);
+                }
                 if p.last() != Some(&0) {
                     return Err(LoadError::BadFormat);
                 }
@@ -97,19 +126,17 @@ pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile) -> Result<ElfInfo, LoadErro
             _ => {}
         }
     }
-    if segments.is_empty() {
-        return Err(LoadError::BadFormat);
-    }
     let phdr_vaddr = phdr_vaddr
         .or_else(|| {
             segments
                 .iter()
-                .find(|s| phoff >= s.offset && phoff < s.offset + s.filesz)
-                .map(|s| s.vaddr + (phoff - s.offset))
+                .find(|s| phoff >= s.offset && phoff - s.offset < s.filesz)
+                .map(|s| s.vaddr.wrapping_add(phoff - s.offset))
         })
         .unwrap_or(0);
     Ok(ElfInfo {
-        dynamic,
+        e_type,
+        dynamic: e_type == elf::ET_DYN,
         entry: hdr.e_entry(e),
         segments,
         interpreter,
@@ -117,6 +144,32 @@ pub fn parse_elf(ops: &dyn FileOps, file: &OpenFile) -> Result<ElfInfo, LoadErro
         phent: hdr.e_phentsize(e),
         phnum: phnum as u16,
     })
+}
+
+/// Longest PT_INTERP path, its NUL included (Linux's PATH_MAX).
+const PATH_MAX: u64 = 4096;
+
+/// Checks what Linux checks of an image while mapping it, past the point
+/// of no return: its type (an interpreter's is first checked here), that
+/// it has something to load, and that each segment's sizes, alignment and
+/// addresses make sense.
+fn check_image(info: &ElfInfo) -> Result<(), LoadError> {
+    if info.e_type != elf::ET_EXEC && info.e_type != elf::ET_DYN {
+        return Err(LoadError::BadFormat);
+    }
+    if info.segments.is_empty() {
+        return Err(LoadError::BadFormat);
+    }
+    for s in &info.segments {
+        if s.filesz > s.memsz
+            || !s.vaddr.wrapping_sub(s.offset).is_multiple_of(PAGE)
+            || s.memsz > USER_TOP
+            || (!info.dynamic && s.vaddr > USER_TOP - s.memsz)
+        {
+            return Err(LoadError::BadFormat);
+        }
+    }
+    Ok(())
 }
 
 /// Where an image landed.
@@ -136,8 +189,10 @@ fn mm_err(e: MmError) -> LoadError {
 
 /// Maps the PT_LOAD segments of an image. The main program of a
 /// position-independent executable goes at [`PIE_BASE`]; an interpreter
-/// wherever mmap would put it.
+/// wherever mmap would put it. Later segments replace what earlier ones
+/// mapped where they overlap, as on Linux.
 pub fn map_image(mm: &MemoryManager, file: &OpenFile, info: &ElfInfo, main: bool) -> Result<MappedImage, LoadError> {
+    check_image(info)?;
     let lo = info.segments.iter().map(|s| page_down(s.vaddr)).min().expect("segments");
     let hi = info.segments.iter().map(|s| s.vaddr.saturating_add(s.memsz)).max().expect("segments");
     let hi = page_up(hi).ok_or(LoadError::BadFormat)?;
@@ -154,10 +209,10 @@ pub fn map_image(mm: &MemoryManager, file: &OpenFile, info: &ElfInfo, main: bool
     let mappable = file.ops.mappable().ok_or(LoadError::BadFormat)?;
     let mut covered: Vec<(u64, u64)> = Vec::new();
     for s in &info.segments {
-        let start = bias + s.vaddr;
+        let start = bias.checked_add(s.vaddr).ok_or(LoadError::BadFormat)?;
         let map_start = page_down(start);
-        let file_end = start + s.filesz;
-        let mem_end = page_up(start + s.memsz).ok_or(LoadError::BadFormat)?;
+        let file_end = start.checked_add(s.filesz).ok_or(LoadError::BadFormat)?;
+        let mem_end = start.checked_add(s.memsz).and_then(page_up).ok_or(LoadError::BadFormat)?;
         if s.filesz > 0 {
             let map_end = page_up(file_end).ok_or(LoadError::BadFormat)?;
             let backing = Backing::File {
@@ -226,10 +281,14 @@ mod tests {
         }
     }
 
-    fn parse(image: Vec<u8>) -> Result<ElfInfo, LoadError> {
+    fn parse_as(image: Vec<u8>, role: Role) -> Result<ElfInfo, LoadError> {
         let ops: Arc<dyn FileOps> = Arc::new(MemFile(image));
         let file = OpenFile::new(ops.clone(), None, OpenFlags::empty());
-        parse_elf(&*ops, &file)
+        parse_elf(&*ops, &file, role)
+    }
+
+    fn parse(image: Vec<u8>) -> Result<ElfInfo, LoadError> {
+        parse_as(image, Role::Program)
     }
 
     const PT_LOAD: u32 = 1;
@@ -382,9 +441,53 @@ mod tests {
             image(3, 0x1000, &[Ph(PT_INTERP, 4, 0x200, 0x200, 1, 1), Ph(PT_LOAD, 5, 0, 0, 0x400, 0x400)]),
             "PT_INTERP of one byte",
         );
-        bad(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0, 0, 0x400, 0x300)]), "filesz > memsz");
-        bad(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0, 0x1001, 0x400, 0x400)]), "vaddr misaligned with offset");
-        bad(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0x10, 0x1000, 0x400, 0x400)]), "offset misaligned with vaddr");
-        bad(image(3, 0x1000, &[Ph(PT_PHDR, 4, 64, 64, 56, 56)]), "no PT_LOAD");
+        bad(
+            image(3, 0x1000, &[Ph(PT_INTERP, 4, 0x200, 0x200, 4097, 4097), Ph(PT_LOAD, 5, 0, 0, 0x400, 0x400)]),
+            "PT_INTERP longer than PATH_MAX",
+        );
+        assert!(
+            matches!(
+                parse(image(3, 0x1000, &[Ph(PT_INTERP, 4, 0x1_0000, 0, 16, 16), Ph(PT_LOAD, 5, 0, 0, 0x400, 0x400)])),
+                Err(LoadError::ShortRead)
+            ),
+            "PT_INTERP past the end of the file"
+        );
+    }
+
+    /// What Linux finds wrong only once past the point of no return
+    /// parses, and is refused when the image is checked for mapping.
+    #[test]
+    fn bad_segments_are_refused_when_mapped() {
+        let unmappable = |img: Vec<u8>, why: &str| {
+            let info = parse(img).unwrap_or_else(|e| panic!("{why}: refused by parse_elf: {e:?}"));
+            assert!(matches!(check_image(&info), Err(LoadError::BadFormat)), "{why}: accepted");
+        };
+        unmappable(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0, 0, 0x400, 0x300)]), "filesz > memsz");
+        unmappable(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0, 0x1001, 0x400, 0x400)]), "vaddr misaligned with offset");
+        unmappable(image(3, 0x1000, &[Ph(PT_LOAD, 5, 0x10, 0x1000, 0x400, 0x400)]), "offset misaligned with vaddr");
+        unmappable(image(3, 0x1000, &[Ph(PT_PHDR, 4, 64, 64, 56, 56)]), "no PT_LOAD");
+        unmappable(image(2, 0x1000, &[Ph(PT_LOAD, 5, 0, 0x40_0000, 0x400, u64::MAX)]), "memsz past user space");
+        unmappable(image(2, 0x1000, &[Ph(PT_LOAD, 5, 0, 0xffff_8000_0000_0000, 0x400, 0x400)]), "kernel address");
+        assert!(check_image(&parse(dynamic_image()).unwrap()).is_ok());
+    }
+
+    /// An interpreter's type is checked only when it is mapped; bad magic,
+    /// machine or program headers are ELIBBAD and a short header EIO; its
+    /// own PT_INTERP is ignored.
+    #[test]
+    fn interpreters() {
+        let mut rel = dynamic_image();
+        put16(&mut rel, 16, 1); // ET_REL
+        let info = parse_as(rel, Role::Interpreter).expect("an ET_REL interpreter parses");
+        assert!(check_image(&info).is_err());
+        let info = parse_as(dynamic_image(), Role::Interpreter).unwrap();
+        assert_eq!(info.interpreter, None);
+        let mut b = dynamic_image();
+        b[0] = 0;
+        assert!(matches!(parse_as(b, Role::Interpreter), Err(LoadError::BadInterpreter)));
+        let mut b = dynamic_image();
+        put16(&mut b, 54, 32);
+        assert!(matches!(parse_as(b, Role::Interpreter), Err(LoadError::BadInterpreter)));
+        assert!(matches!(parse_as(dynamic_image()[..40].to_vec(), Role::Interpreter), Err(LoadError::ShortRead)));
     }
 }

@@ -7,8 +7,8 @@ mod stack;
 
 use std::sync::Arc;
 
-pub use elf::{ElfInfo, parse_elf};
-pub use stack::{AuxEntry, StackImage, build_stack};
+pub use elf::{ElfInfo, Role, parse_elf};
+pub use stack::{AuxEntry, StackImage, build_stack, check_arguments};
 
 use crate::fs::{Dentry, FileOps, FileType, FsError, Lookup, OpenFile, OpenFlags, Resolver};
 use crate::mm::MemoryManager;
@@ -16,8 +16,9 @@ use crate::vdso::Vdso;
 
 /// Longest `#!` line considered (Linux's BINPRM_BUF_SIZE).
 const SHEBANG_MAX: usize = 256;
-/// Most nested interpreters (scripts run by scripts).
-const MAX_INTERPRETERS: usize = 4;
+/// Most `#!` rewrites of one execve (scripts run by scripts): Linux's
+/// exec_binprm gives up with ELOOP at a sixth.
+const MAX_INTERPRETERS: usize = 5;
 
 /// Why a program could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,10 @@ pub enum LoadError {
     /// The ELF interpreter (PT_INTERP) is no ELF file for this machine.
     #[error("accessing a corrupted shared library")]
     BadInterpreter,
+    /// A header or path the file says is there is not all there (Linux's
+    /// elf_read: EIO).
+    #[error("input/output error")]
+    ShortRead,
     /// An interpreter is itself a script too many times over.
     #[error("too many levels of interpreters")]
     TooManyInterpreters,
@@ -107,41 +112,72 @@ pub fn read_at(file: &dyn FileOps, of: &OpenFile, offset: u64, len: usize) -> Re
     Ok(buf)
 }
 
-/// What `#!` names: the interpreter and its optional single argument.
+/// What `#!` names: the interpreter and its optional single argument,
+/// parsed as Linux's binfmt_script does from the file's first
+/// [`SHEBANG_MAX`] bytes. None if there is no `#!`, no interpreter, or a
+/// name that may have been cut short (no newline or blank after it within
+/// those bytes): never run a truncated path.
 pub fn parse_shebang(head: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
-    let rest = head.strip_prefix(b"#!")?;
-    let line_end = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len().min(SHEBANG_MAX - 2));
-    let line = &rest[..line_end];
-    let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
-    let start = line.iter().position(|b| !is_blank(b))?;
-    let line = &line[start..];
-    let end = line.iter().rposition(|b| !is_blank(b)).map(|e| e + 1).unwrap_or(0);
-    let line = &line[..end];
-    let split = line.iter().position(is_blank);
-    let (interp, arg) = match split {
-        Some(i) => {
-            let arg = &line[i..];
-            let a = arg.iter().position(|b| !is_blank(b)).map(|s| arg[s..].to_vec());
-            (line[..i].to_vec(), a)
+    if !head.starts_with(b"#!") {
+        return None;
+    }
+    // As the kernel's buffer: what the file has, then zeros.
+    let mut buf = [0u8; SHEBANG_MAX];
+    let n = head.len().min(SHEBANG_MAX);
+    buf[..n].copy_from_slice(&head[..n]);
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    let ends_name = |b: u8| blank(b) || b == 0;
+    let last = SHEBANG_MAX - 1;
+    let mut end = match buf.iter().position(|b| *b == b'\n') {
+        Some(newline) => newline,
+        None => {
+            let name = (2..last).find(|i| !blank(buf[*i]))?;
+            (name..last).find(|i| ends_name(buf[*i]))?;
+            last
         }
-        None => (line.to_vec(), None),
     };
-    if interp.is_empty() { None } else { Some((interp, arg)) }
+    while end > 2 && blank(buf[end - 1]) {
+        end -= 1;
+    }
+    let name = (2..end).find(|i| !blank(buf[*i]))?;
+    let sep = (name..end).find(|i| ends_name(buf[*i]));
+    let c_string = |from: usize, to: usize| {
+        let s = &buf[from..to];
+        s[..s.iter().position(|b| *b == 0).unwrap_or(s.len())].to_vec()
+    };
+    let interp = c_string(name, sep.unwrap_or(end));
+    let arg = match sep {
+        Some(sep) if buf[sep] != 0 => (sep..end).find(|i| !blank(buf[*i])).map(|a| c_string(a, end)),
+        _ => None,
+    };
+    Some((interp, arg))
 }
 
-/// The program to run after following `#!` lines: the executable, and argv
-/// rewritten as the kernel does (interpreter, its argument, the script's
-/// name, then the original arguments but the first). `filename` is the
-/// name the program goes by (Linux's bprm->filename), given to a script's
-/// interpreter; if `filename_inaccessible`, the interpreter could not open
-/// it (a descriptor closed on exec), so a script cannot run: ENOENT.
+/// A program found and checked, ready to load: everything that can fail
+/// before execve's point of no return has been done.
+pub struct Program {
+    pub exe: Executable,
+    pub info: ElfInfo,
+    /// The ELF interpreter (PT_INTERP), opened and its headers checked.
+    pub interpreter: Option<(Executable, ElfInfo)>,
+    /// The arguments, rewritten by any `#!` lines.
+    pub argv: Vec<Vec<u8>>,
+}
+
+/// The program to run after following `#!` lines, with its ELF
+/// interpreter: the executable, and argv rewritten as the kernel does
+/// (interpreter, its argument, the script's name, then the original
+/// arguments but the first). `filename` is the name the program goes by
+/// (Linux's bprm->filename), given to a script's interpreter; if
+/// `filename_inaccessible`, the interpreter could not open it (a
+/// descriptor closed on exec), so a script cannot run: ENOENT.
 pub fn resolve_interpreters(
     resolver: &Resolver,
     file: &ExecFile,
     filename: &[u8],
     filename_inaccessible: bool,
     mut argv: Vec<Vec<u8>>,
-) -> Result<(Executable, Vec<Vec<u8>>, ElfInfo), LoadError> {
+) -> Result<Program, LoadError> {
     let mut exe = open_exec(resolver, file)?;
     let mut name = filename.to_vec();
     for _ in 0..=MAX_INTERPRETERS {
@@ -159,8 +195,19 @@ pub fn resolve_interpreters(
             name = interp;
             continue;
         }
-        let info = parse_elf(&*exe.file.ops, &exe.file)?;
-        return Ok((exe, argv, info));
+        let info = parse_elf(&*exe.file.ops, &exe.file, Role::Program)?;
+        // A missing interpreter is the error of opening it (ENOENT), as
+        // Linux's open_exec gives; one that is no ELF file for this
+        // machine is ELIBBAD.
+        let interpreter = match &info.interpreter {
+            Some(path) => {
+                let ie = open_executable(resolver, path)?;
+                let iinfo = parse_elf(&*ie.file.ops, &ie.file, Role::Interpreter)?;
+                Some((ie, iinfo))
+            }
+            None => None,
+        };
+        return Ok(Program { exe, info, interpreter, argv });
     }
     Err(LoadError::TooManyInterpreters)
 }
@@ -201,37 +248,22 @@ pub struct ProgramArgs<'a> {
 }
 
 /// Maps the program (and its interpreter) into `mm` and builds the stack.
-pub fn load(
-    resolver: &Resolver,
-    mm: &MemoryManager,
-    exe: &Executable,
-    info: &ElfInfo,
-    args: &ProgramArgs,
-    facts: &AuxFacts,
-) -> Result<Loaded, LoadError> {
+/// This is past execve's point of no return: Linux kills a process whose
+/// image fails here with SIGSEGV rather than return to the old program.
+pub fn load(mm: &MemoryManager, program: &Program, args: &ProgramArgs, facts: &AuxFacts) -> Result<Loaded, LoadError> {
     let ProgramArgs { argv, envp, execfn } = *args;
-    let main = elf::map_image(mm, &exe.file, info, true)?;
-    let mut entry = main.bias + info.entry;
+    let info = &program.info;
+    let main = elf::map_image(mm, &program.exe.file, info, true)?;
+    let mut entry = main.bias.wrapping_add(info.entry);
     let mut interp_base = 0;
-    if let Some(interp_path) = &info.interpreter {
-        // A missing interpreter is the error of opening it (ENOENT), as
-        // Linux's open_exec gives; one that is no ELF file for this machine
-        // is ELIBBAD.
-        let ie = open_executable(resolver, interp_path)?;
-        let iinfo = parse_elf(&*ie.file.ops, &ie.file).map_err(|e| match e {
-            LoadError::BadFormat => LoadError::BadInterpreter,
-            e => e,
-        })?;
-        if iinfo.interpreter.is_some() {
-            return Err(LoadError::BadFormat);
-        }
-        let im = elf::map_image(mm, &ie.file, &iinfo, false)?;
+    if let Some((ie, iinfo)) = &program.interpreter {
+        let im = elf::map_image(mm, &ie.file, iinfo, false)?;
         interp_base = im.bias;
-        entry = im.bias + iinfo.entry;
+        entry = im.bias.wrapping_add(iinfo.entry);
     }
     mm.set_brk_start(main.end);
     let vdso = facts.vdso.as_ref().map(|v| v.map_into(mm)).transpose().map_err(|_| LoadError::NoMemory)?;
-    let phdr = main.bias + info.phdr_vaddr;
+    let phdr = main.bias.wrapping_add(info.phdr_vaddr);
     let image = StackImage {
         argv,
         envp,
@@ -245,7 +277,7 @@ pub fn load(
             AuxEntry::Value(linux_raw_sys::auxvec::AT_PHNUM as u64, info.phnum as u64),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_BASE as u64, interp_base),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_FLAGS as u64, 0),
-            AuxEntry::Value(linux_raw_sys::auxvec::AT_ENTRY as u64, main.bias + info.entry),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_ENTRY as u64, main.bias.wrapping_add(info.entry)),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_UID as u64, facts.uid as u64),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_EUID as u64, facts.euid as u64),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_GID as u64, facts.gid as u64),
@@ -284,5 +316,12 @@ mod tests {
         assert_eq!(parse_shebang(b"#!\n"), None);
         assert_eq!(parse_shebang(b"\x7fELF"), None);
         assert_eq!(parse_shebang(b"#!/bin/sh"), Some((b"/bin/sh".to_vec(), None)), "no newline is fine");
+        let long_name = [b"#!/".as_slice(), &[b'a'; 300], b"\n"].concat();
+        assert_eq!(parse_shebang(&long_name), None, "a name cut short is never run");
+        let long_arg = [b"#!/bin/sh ".as_slice(), &[b'a'; 300], b"\n"].concat();
+        let (interp, arg) = parse_shebang(&long_arg).expect("an argument may be cut short");
+        assert_eq!((interp.as_slice(), arg.map(|a| a.len())), (b"/bin/sh".as_slice(), Some(SHEBANG_MAX - 11)));
+        assert_eq!(parse_shebang(b"#!/bin/sh\0 -x\n"), Some((b"/bin/sh".to_vec(), None)), "NUL ends the name");
+        assert_eq!(parse_shebang(b"#!   \n"), None);
     }
 }

@@ -35,16 +35,32 @@ pub struct StackImage<'a> {
     pub auxv: Vec<AuxEntry>,
 }
 
+/// Most entries of the auxiliary vector a program starts with.
+const MAX_AUXV: usize = 24;
+
+/// The bytes the strings and pointers of a new program's stack take; E2BIG
+/// if they exceed the limits.
+fn stack_space(argv: &[Vec<u8>], envp: &[Vec<u8>], execfn: &[u8], auxv: usize) -> Result<usize, LoadError> {
+    let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
+    let pointers = (argv.len() + envp.len() + 3 + 2 * (auxv + 1)) * 8;
+    if argv.iter().chain(envp).any(|s| s.len() >= MAX_ARG_STRLEN) || strings + pointers > MAX_ARG_SPACE {
+        return Err(LoadError::TooBig);
+    }
+    Ok(strings + pointers)
+}
+
+/// E2BIG if the arguments and environment cannot go on a new program's
+/// stack: checked before execve's point of no return, as Linux does.
+pub fn check_arguments(argv: &[Vec<u8>], envp: &[Vec<u8>], execfn: &[u8]) -> Result<(), LoadError> {
+    stack_space(argv, envp, execfn, MAX_AUXV).map(|_| ())
+}
+
 /// Maps the stack and writes the image; returns the initial stack pointer
 /// and the resolved auxiliary vector.
 pub fn build_stack(mm: &MemoryManager, image: &StackImage) -> Result<(u64, Vec<(u64, u64)>), LoadError> {
-    let strings: usize =
-        image.argv.iter().chain(image.envp).map(|s| s.len() + 1).sum::<usize>() + image.execfn.len() + 1;
-    let pointers = (image.argv.len() + image.envp.len() + 3 + 2 * (image.auxv.len() + 1)) * 8;
-    if image.argv.iter().chain(image.envp).any(|s| s.len() >= MAX_ARG_STRLEN) || strings + pointers > MAX_ARG_SPACE {
-        return Err(LoadError::TooBig);
-    }
-    let size = INITIAL_STACK.max(((strings + pointers) as u64 + 4096).next_multiple_of(4096) + 64 * 1024);
+    debug_assert!(image.auxv.len() <= MAX_AUXV);
+    let space = stack_space(image.argv, image.envp, image.execfn, image.auxv.len())?;
+    let size = INITIAL_STACK.max((space as u64 + 4096).next_multiple_of(4096) + 64 * 1024);
     let flags = MapFlags { fixed: true, grows_down: true, ..Default::default() };
     mm.map(STACK_TOP - size, size, Access::READ_WRITE, Backing::Anonymous, flags).map_err(|_| LoadError::NoMemory)?;
     mm.set_role(STACK_TOP - size, STACK_TOP, Role::Stack);

@@ -488,7 +488,8 @@ impl MemoryManager {
             return Err(MmError::Invalid);
         }
         let old_len = page_up(old_len).ok_or(MmError::Invalid)?;
-        let new_len = page_up(new_len).filter(|l| *l > 0).ok_or(MmError::Invalid)?;
+        // A size no address space holds is EINVAL, as on Linux.
+        let new_len = page_up(new_len).filter(|l| *l > 0 && *l <= USER_TOP).ok_or(MmError::Invalid)?;
         let old_end = old.checked_add(old_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
         let mut st = self.lock();
         let vma = st.vmas.find(old).cloned().ok_or(MmError::Unmapped)?;
@@ -1069,7 +1070,10 @@ fn find_free(vmas: &mut VmaMap, len: u64, top: u64) -> Option<u64> {
     if vmas.find(start).is_some_and(|v| v.start == start && v.grows_down) {
         ceiling = ceiling.saturating_sub(STACK_GUARD_GAP);
     }
-    let fits = |ceiling: u64, floor: u64| ceiling >= floor + len && ceiling - len >= MMAP_MIN_ADDR;
+    // No wrap past the top of the address space, whatever `len` is.
+    let fits = |ceiling: u64, floor: u64| {
+        floor.checked_add(len).is_some_and(|end| ceiling >= end) && ceiling - len >= MMAP_MIN_ADDR
+    };
     let mut found = None;
     for v in vmas.descending_below(start) {
         if fits(ceiling, v.end) {

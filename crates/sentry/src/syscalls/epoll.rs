@@ -13,6 +13,7 @@ use crate::fs::epoll::{Epoll, Key, Ready};
 use crate::fs::eventfd::EventFd;
 use crate::fs::{OpenFile, OpenFlags};
 use crate::task::Task;
+use crate::timers;
 
 /// struct epoll_event is packed on x86_64: a u32 and a u64 in 12 bytes.
 const EVENT_SIZE: u64 = 12;
@@ -151,7 +152,7 @@ pub fn epoll_pwait(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn epoll_pwait2(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let deadline = read_timeout(task, a[3])?.map(|d| Instant::now() + d);
+    let deadline = read_timeout(task, a[3])?.map(|d| timers::after(Instant::now(), d));
     set_temporary_mask(task, a[4], a[5])?;
     wait(task, a[0], a[1], a[2] as i32 as u64, deadline)
 }

@@ -91,6 +91,7 @@ impl From<LoadError> for Errno {
             LoadError::NotExecutable => Errno::EACCES,
             LoadError::BadFormat => Errno::ENOEXEC,
             LoadError::BadInterpreter => Errno::ELIBBAD,
+            LoadError::ShortRead => Errno::EIO,
             LoadError::TooManyInterpreters => Errno::ELOOP,
             LoadError::TooBig => Errno::E2BIG,
             LoadError::NoMemory => Errno::ENOMEM,

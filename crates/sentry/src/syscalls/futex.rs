@@ -8,6 +8,7 @@ use rustix::time::ClockId;
 use super::{SysError, SysResult, read_timespec};
 use crate::errno::Errno;
 use crate::task::{RestartBlock, Task};
+use crate::timers;
 
 /// A futex wait with a timeout. Interrupted by a signal without a handler
 /// it goes on until the same deadline (through restart_syscall), checking
@@ -28,7 +29,7 @@ pub fn wait_until(task: &mut Task, addr: u64, val: u32, bitset: u32, private: bo
 pub fn absolute_deadline(clock: ClockId, at: Duration) -> Instant {
     let now = rustix::time::clock_gettime(clock);
     let now = Duration::new(now.tv_sec as u64, now.tv_nsec as u32);
-    Instant::now() + at.saturating_sub(now)
+    timers::after(Instant::now(), at.saturating_sub(now))
 }
 
 /// How many waiters a wake's count lets go: Linux counts a wake before
@@ -58,7 +59,7 @@ pub fn futex(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = &task.kernel.futexes;
     let mm = task.mm.clone();
     let relative = |task: &Task| -> Result<Option<Instant>, SysError> {
-        if val2 == 0 { Ok(None) } else { Ok(Some(Instant::now() + read_timespec(task, val2)?)) }
+        if val2 == 0 { Ok(None) } else { Ok(Some(timers::after(Instant::now(), read_timespec(task, val2)?))) }
     };
     let absolute = |task: &Task, clock: ClockId| -> Result<Option<Instant>, SysError> {
         if val2 == 0 { Ok(None) } else { Ok(Some(absolute_deadline(clock, read_timespec(task, val2)?))) }

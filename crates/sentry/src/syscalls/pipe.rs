@@ -13,6 +13,7 @@ use crate::fs::pipe::Pipe;
 use crate::fs::{OpenFile, OpenFlags, POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, POLLPRI, POLLRDNORM, POLLWRNORM};
 use crate::signal::SigSet;
 use crate::task::{RestartBlock, Task, TaskShared};
+use crate::timers;
 
 pub fn pipe2(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let flags = a[1] as u32;
@@ -235,7 +236,7 @@ fn write_time_left(task: &Task, addr: u64, timeout: Option<Duration>, deadline: 
 
 pub fn ppoll(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let timeout = read_timeout(task, a[2])?;
-    let deadline = timeout.map(|d| Instant::now() + d);
+    let deadline = timeout.map(|d| timers::after(Instant::now(), d));
     set_temporary_mask(task, a[3], a[4])?;
     let r = poll_common(task, a[0], a[1], deadline);
     write_time_left(task, a[2], timeout, deadline)?;
@@ -312,7 +313,7 @@ pub fn select(task: &mut Task, a: &[u64; 6]) -> SysResult {
         if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
             return Err(Errno::EINVAL.into());
         }
-        Some(Instant::now() + Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000))
+        Some(timers::after(Instant::now(), Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000)))
     };
     let r = select_common(task, a[0], [a[1], a[2], a[3]], deadline);
     if a[4] != 0 {
@@ -328,7 +329,7 @@ pub fn select(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn pselect6(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let timeout = read_timeout(task, a[4])?;
-    let deadline = timeout.map(|d| Instant::now() + d);
+    let deadline = timeout.map(|d| timers::after(Instant::now(), d));
     if a[5] != 0 {
         let ss: [u64; 2] = task.mm.read_pod(a[5])?;
         set_temporary_mask(task, ss[0], ss[1])?;

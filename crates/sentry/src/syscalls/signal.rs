@@ -12,6 +12,7 @@ use crate::task::creds::cap;
 use crate::task::{
     BlockError, INIT_PID, Task, ThreadGroup, block_on, queue_to_group, queue_to_thread, send_to_group, take_signal,
 };
+use crate::timers;
 
 /// MINSIGSTKSZ: the smallest alternate stack accepted.
 const MINSIGSTKSZ: u64 = 2048;
@@ -133,7 +134,7 @@ pub fn rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> SysResult {
             let saved = task.signal_mask();
             task.shared.sig.lock().unwrap().real_blocked = saved;
             task.set_signal_mask(saved.minus(set));
-            let deadline = timeout.map(|d| Instant::now() + d);
+            let deadline = timeout.map(|d| timers::after(Instant::now(), d));
             let r = block_on(&[], deadline, || take(task));
             task.set_signal_mask(saved);
             task.shared.sig.lock().unwrap().real_blocked = SigSet::EMPTY;

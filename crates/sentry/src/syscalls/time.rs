@@ -8,6 +8,7 @@ use rustix::time::ClockId;
 use super::{SysError, SysResult, read_timespec};
 use crate::errno::Errno;
 use crate::task::{BlockError, RestartBlock, Task, block_on};
+use crate::timers;
 use crate::vdso::ClockKind;
 
 /// The host clock behind a clock id.
@@ -129,7 +130,7 @@ fn sleep_until(task: &mut Task, deadline: Instant, rem: Option<u64>) -> SysResul
 
 pub fn nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let d = read_timespec(task, a[0])?;
-    sleep_until(task, Instant::now() + d, Some(a[1]))
+    sleep_until(task, timers::after(Instant::now(), d), Some(a[1]))
 }
 
 /// restart_syscall: resumes an interrupted call where it left off.
@@ -153,7 +154,7 @@ pub fn clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if a[1] as u32 & g::TIMER_ABSTIME != 0 {
         let n = now(task, clock);
         let left = d.saturating_sub(Duration::new(n.tv_sec as u64, n.tv_nsec as u32));
-        return sleep_until(task, Instant::now() + left, None);
+        return sleep_until(task, timers::after(Instant::now(), left), None);
     }
-    sleep_until(task, Instant::now() + d, Some(a[3]))
+    sleep_until(task, timers::after(Instant::now(), d), Some(a[3]))
 }

@@ -156,7 +156,12 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
             }
             Arc::new(Mutex::new(h))
         };
-        let tg = ThreadGroup::new(tid, handlers, args.exit_signal, parent.tg.signal_account.clone(), parent.tg.creds());
+        // A child given the caller's parent tells that parent of its end
+        // with the caller's own exit signal, as Linux does: the caller
+        // cannot choose the signal another process gets.
+        let exit_signal =
+            if has(g::CLONE_PARENT) { parent.tg.state.lock().unwrap().exit_signal } else { args.exit_signal };
+        let tg = ThreadGroup::new(tid, handlers, exit_signal, parent.tg.signal_account.clone(), parent.tg.creds());
         tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
         let mut info = parent.tg.info.lock().unwrap().clone();
         info.comm = parent.shared.comm.lock().unwrap().clone();

@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use platform::{FpState, Registers};
 
-use super::{ProcessView, Task};
-use crate::loader::{self, LoadError};
+use super::{ExitStatus, ProcessView, Task};
+use crate::loader::{self, LoadError, Program};
 use crate::mm::MemoryManager;
 
 impl Task {
@@ -66,18 +66,20 @@ impl ExecRequest {
 }
 
 /// Loads the program into a new address space and makes it the task's
-/// program. On error the task is unchanged.
+/// program. On error the task is unchanged, unless the error came past
+/// the point of no return (an image that cannot be mapped as its headers
+/// say): then, as on Linux, the process is killed by SIGSEGV.
 pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>) -> Result<(), LoadError> {
     let kernel = task.kernel.clone();
     let fsc = task.fs_context();
     let creds = task.tg.creds();
     let resolver = crate::fs::Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &kernel.mounts, creds: &creds };
-    let (exe, argv, info) =
-        loader::resolve_interpreters(&resolver, &req.file, &req.filename, req.filename_inaccessible, argv)?;
+    let program = loader::resolve_interpreters(&resolver, &req.file, &req.filename, req.filename_inaccessible, argv)?;
+    loader::check_arguments(&program.argv, &envp, &req.filename)?;
     let space = kernel.platform.new_address_space().map_err(|_| LoadError::NoMemory)?;
     let stack_limit = task.tg.rlimit(linux_raw_sys::general::RLIMIT_STACK).cur;
     let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, stack_limit));
-    let args = loader::ProgramArgs { argv: &argv, envp: &envp, execfn: &req.filename };
+    let args = loader::ProgramArgs { argv: &program.argv, envp: &envp, execfn: &req.filename };
     let facts = loader::AuxFacts {
         uid: creds.uid.real,
         euid: creds.uid.effective,
@@ -85,7 +87,7 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
         egid: creds.gid.effective,
         ..kernel.facts.clone()
     };
-    let loaded = loader::load(&resolver, &mm, &exe, &info, &args, &facts)?;
+    let loaded = loader::load(&mm, &program, &args, &facts);
 
     // Past the point of no return.
     task.become_sole_thread();
@@ -93,6 +95,11 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     if let Some(v) = task.vfork_done.take() {
         v.release();
     }
+    let Ok(loaded) = loaded else {
+        super::group_exit(&task.tg, ExitStatus::Signaled { signal: linux_raw_sys::general::SIGSEGV, core: false });
+        return Ok(());
+    };
+    let Program { exe, argv, .. } = program;
     task.regs = Registers::for_entry(loaded.entry, loaded.stack_pointer);
     task.ctx.set_fp_state(&FpState::default()).map_err(|_| LoadError::NoMemory)?;
     task.files.close_on_exec();

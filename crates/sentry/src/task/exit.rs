@@ -180,6 +180,10 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
         let sig = {
             let mut st = o.state.lock().unwrap();
             st.parent_thread = 0;
+            // The new parent hears of the orphan's end by SIGCHLD, whatever
+            // signal the old one asked for: no process chooses the signal
+            // another gets (Linux's reparent_leader).
+            st.exit_signal = g::SIGCHLD;
             st.pdeath_signal
         };
         if sig != 0 {
