@@ -240,6 +240,11 @@ fn the_sentry_runs_confined() {
 /// how a user who is not root gets KVM here without changing the host's
 /// /dev/kvm (made by root, removed with the directory).
 fn kvm_node_for_nobody(dir: &Path) -> PathBuf {
+    kvm_node_for(dir, NOBODY)
+}
+
+/// A KVM device node owned by user and group `id`, in `dir`.
+fn kvm_node_for(dir: &Path, id: u32) -> PathBuf {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::metadata("/dev/kvm").expect("/dev/kvm").rdev();
     let node = dir.join("kvm");
@@ -251,8 +256,8 @@ fn kvm_node_for_nobody(dir: &Path) -> PathBuf {
         dev,
     )
     .expect("mknod");
-    let nobody = Some(rustix::process::Uid::from_raw(NOBODY));
-    rustix::fs::chown(&node, nobody, Some(rustix::process::Gid::from_raw(NOBODY))).expect("chown");
+    rustix::fs::chown(&node, Some(rustix::process::Uid::from_raw(id)), Some(rustix::process::Gid::from_raw(id)))
+        .expect("chown");
     node
 }
 
@@ -339,16 +344,10 @@ fn a_thread_the_host_refuses_is_eagain() {
         eprintln!("skipping: making a KVM device node for another user needs root");
         return;
     }
-    use std::os::unix::fs::MetadataExt;
     let dir = common::scratch_dir("thread-limit");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let node = dir.join("kvm");
-    let dev = std::fs::metadata("/dev/kvm").expect("/dev/kvm").rdev();
-    let mode = rustix::fs::Mode::from_raw_mode(0o600);
-    rustix::fs::mknodat(rustix::fs::CWD, &node, rustix::fs::FileType::CharacterDevice, mode, dev).expect("mknod");
     let id = THREAD_LIMITED_ID;
-    rustix::fs::chown(&node, Some(rustix::process::Uid::from_raw(id)), Some(rustix::process::Gid::from_raw(id)))
-        .expect("chown");
+    let node = kvm_node_for(&dir, id);
     let prog = common::c_program("many_threads", "static");
     let mut cmd = Command::new(common::cordon());
     cmd.arg("run").arg("--kvm-device").arg(&node).arg("--").arg(&prog).arg("200");

@@ -27,7 +27,9 @@ static void on_chld(int sig) {
 }
 
 int main(void) {
-    struct sigaction sa = {.sa_handler = on_usr1};
+    /* Restarting: the handlers count signals; the waits and reads below
+     * must not end early with EINTR when one comes. */
+    struct sigaction sa = {.sa_handler = on_usr1, .sa_flags = SA_RESTART};
     sigaction(SIGUSR1, &sa, NULL);
     sa.sa_handler = on_chld;
     sigaction(SIGCHLD, &sa, NULL);
