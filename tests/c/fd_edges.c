@@ -31,6 +31,13 @@ static void test_eventfd_sizes(void) {
     CHECK(writev(e, two, 2) == 16);
     CHECK(writev(e, two, 3) == 16);
     CHECK_ERR(read(e, buf, 7), EINVAL);
+    /* Even a transfer of nothing is too small; a vectored one of nothing
+     * is no transfer at all. */
+    CHECK_ERR(write(e, buf, 0), EINVAL);
+    CHECK_ERR(read(e, buf, 0), EINVAL);
+    struct iovec none = {buf, 0};
+    CHECK(writev(e, &none, 1) == 0);
+    CHECK(readv(e, &none, 1) == 0);
     uint64_t v = 0;
     CHECK(read(e, &v, 8) == 8 && v == 24);
     /* A value that would pass the maximum waits: here, fails at once. */

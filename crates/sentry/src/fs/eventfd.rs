@@ -103,6 +103,10 @@ impl FileOps for EventFd {
         Ok(8)
     }
 
+    fn smallest_transfer(&self) -> usize {
+        8
+    }
+
     fn writes_each_buffer(&self) -> bool {
         true
     }

@@ -507,6 +507,13 @@ pub trait FileOps: Send + Sync {
     fn write(&self, _file: &OpenFile, _bufs: &[GuestSlice<'_>], _offset: u64) -> Result<usize, FsError> {
         Err(FsError::Invalid)
     }
+    /// The fewest bytes a `read` or `write` of this file may ask to move;
+    /// fewer, even none, is EINVAL (eventfd's 8-byte counter). A vectored
+    /// call of no bytes at all moves nothing and returns 0 first, as in
+    /// Linux's vfs_readv.
+    fn smallest_transfer(&self) -> usize {
+        0
+    }
     /// True if a vectored write is a `write` per application buffer, each
     /// on its own, as Linux does for files with no write_iter (eventfd):
     /// the call ends at the first that fails or falls short.

@@ -227,6 +227,9 @@ fn offset_arg(v: u64) -> Result<u64, SysError> {
 pub fn read(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_readable(&f)?;
+    if (a[2] as usize) < f.ops.smallest_transfer() {
+        return Err(Errno::EINVAL.into());
+    }
     transfer(task, &f, &[(a[1], (a[2] as usize).min(MAX_RW))], None, false)
 }
 
@@ -257,6 +260,9 @@ pub fn preadv(task: &mut Task, a: &[u64; 6]) -> SysResult {
 pub fn write(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
     check_writable(&f)?;
+    if (a[2] as usize) < f.ops.smallest_transfer() {
+        return Err(Errno::EINVAL.into());
+    }
     transfer(task, &f, &[(a[1], (a[2] as usize).min(MAX_RW))], None, true)
 }
 
