@@ -67,6 +67,12 @@ fn memory() {
 }
 
 #[test]
+fn zero_page_is_never_written() {
+    require_kvm!();
+    c_test("zero_page", &[]);
+}
+
+#[test]
 fn errno_cases() {
     require_kvm!();
     let d = fixture("errnos");
