@@ -76,7 +76,7 @@ impl Futexes {
 
     /// Blocks on a queued waiter until woken, the deadline or a signal.
     fn sleep(&self, w: &Arc<Waiter>, deadline: Option<Instant>) -> Result<(), BlockError> {
-        let r = block_on(&[], deadline, || w.woken.load(Ordering::Acquire).then_some(()));
+        let r = block_on(&*w.task, &[], deadline, || w.woken.load(Ordering::Acquire).then_some(()));
         if r.is_err() {
             let mut queues = self.queues.lock().unwrap();
             if w.woken.load(Ordering::Acquire) {

@@ -3,6 +3,7 @@
 
 pub mod abi;
 pub mod arch;
+pub mod auth;
 pub mod confine;
 pub mod diag;
 pub mod errno;
@@ -21,3 +22,4 @@ pub mod syscalls;
 pub mod task;
 pub mod timers;
 pub mod vdso;
+pub mod waiter;

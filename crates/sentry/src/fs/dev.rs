@@ -1,6 +1,7 @@
 //! /dev: the devices the sentry serves itself. Nothing here reaches a host
 //! device.
 
+use crate::fs::Context;
 use std::sync::Arc;
 
 use memory::{GuestSlice, GuestSliceMut};
@@ -27,7 +28,7 @@ struct MemDeviceFile {
 }
 
 impl FileOps for MemDeviceFile {
-    fn read(&self, _: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, _: &Context, _: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         let mut n = 0;
         for b in bufs {
             match self.kind {
@@ -45,7 +46,7 @@ impl FileOps for MemDeviceFile {
         Ok(n)
     }
 
-    fn write(&self, _: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
+    fn write(&self, _: &Context, _: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         if self.kind == MemDevice::Full {
             return Err(FsError::Host(crate::errno::Errno::ENOSPC));
         }

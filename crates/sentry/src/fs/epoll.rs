@@ -18,7 +18,7 @@ use linux_raw_sys::general as g;
 
 use super::{FileOps, FsError, OpenFile, POLLIN, POLLRDNORM, Stat};
 use crate::task::WaitQueue;
-use crate::task::wait_queue::Forward;
+use crate::waiter::Forward;
 
 /// Flags that steer an entry rather than name events.
 const CONTROL: u32 = g::EPOLLET | g::EPOLLONESHOT | g::EPOLLWAKEUP | g::EPOLLEXCLUSIVE;
@@ -217,10 +217,6 @@ impl FileOps for Epoll {
 
     fn anon_name(&self) -> Option<&'static str> {
         Some("anon_inode:[eventpoll]")
-    }
-
-    fn epoll(&self) -> Option<&Epoll> {
-        Some(self)
     }
 }
 

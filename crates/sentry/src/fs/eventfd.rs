@@ -2,12 +2,13 @@
 //! wake-ups between threads and processes (libuv and Go's runtime poller
 //! use one each).
 
+use crate::fs::Context;
 use std::sync::Mutex;
 
 use memory::{GuestSlice, GuestSliceMut};
 
 use super::{FileOps, FsError, OpenFile, OpenFlags, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM, Stat};
-use crate::task::{WaitQueue, block_on};
+use crate::waiter::WaitQueue;
 
 /// The counter never reaches this: a write that would is held back.
 const MAX: u64 = u64::MAX - 1;
@@ -42,7 +43,7 @@ fn scatter(bufs: &[GuestSliceMut<'_>], v: u64) {
 impl EventFd {
     /// Adds `v` to the counter, waiting (unless non-blocking) while that
     /// would reach the maximum.
-    fn add(&self, file: &OpenFile, v: u64) -> Result<(), FsError> {
+    fn add(&self, ctx: &Context, file: &OpenFile, v: u64) -> Result<(), FsError> {
         if v == u64::MAX {
             return Err(FsError::Invalid);
         }
@@ -53,7 +54,7 @@ impl EventFd {
         match add() {
             Some(()) => {}
             None if file.flags().contains(OpenFlags::NONBLOCK) => return Err(FsError::WouldBlock),
-            None => block_on(&[&self.queue], None, add).map_err(|_| FsError::Interrupted)?,
+            None => ctx.block_on(&[&self.queue], None, add).map_err(|_| FsError::Interrupted)?,
         }
         self.queue.notify_all();
         Ok(())
@@ -61,7 +62,7 @@ impl EventFd {
 }
 
 impl FileOps for EventFd {
-    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         if bufs.iter().map(|b| b.len()).sum::<usize>() < 8 {
             return Err(FsError::Invalid);
         }
@@ -77,7 +78,7 @@ impl FileOps for EventFd {
         let v = match take() {
             Some(v) => v,
             None if file.flags().contains(OpenFlags::NONBLOCK) => return Err(FsError::WouldBlock),
-            None => block_on(&[&self.queue], None, take).map_err(|_| FsError::Interrupted)?,
+            None => ctx.block_on(&[&self.queue], None, take).map_err(|_| FsError::Interrupted)?,
         };
         self.queue.notify_all();
         scatter(bufs, v);
@@ -86,7 +87,7 @@ impl FileOps for EventFd {
 
     /// One write of exactly 8 bytes (the buffers are one application
     /// buffer; see `writes_each_buffer`).
-    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
+    fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         let mut b = [0u8; 8];
         let mut n = 0;
         for s in bufs {
@@ -99,7 +100,7 @@ impl FileOps for EventFd {
         if n != 8 {
             return Err(FsError::Invalid);
         }
-        self.add(file, u64::from_ne_bytes(b))?;
+        self.add(ctx, file, u64::from_ne_bytes(b))?;
         Ok(8)
     }
 

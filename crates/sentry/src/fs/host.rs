@@ -10,6 +10,7 @@
 //! looked up. The sandbox sees device and inode numbers of its own, never
 //! the host's.
 
+use crate::fs::Context;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
@@ -255,7 +256,7 @@ impl Inode for HostInode {
         Ok(rustix::fs::readlinkat(&self.fd, "", Vec::new())?.into_bytes())
     }
 
-    fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    fn open(&self, _: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         if flags.contains(OpenFlags::PATH) {
             let stat = self.stat()?;
             return Ok(Arc::new(PathFile { stat }));
@@ -317,7 +318,7 @@ impl FileOps for PathFile {
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.stat)
     }
-    fn read(&self, _: &OpenFile, _: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+    fn read(&self, _: &Context, _: &OpenFile, _: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         Err(FsError::BadFd)
     }
 }
@@ -329,7 +330,7 @@ struct HostFile {
 }
 
 impl FileOps for HostFile {
-    fn read(&self, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+    fn read(&self, _: &Context, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
         loop {
             match memory::guest::preadv(self.fd.as_fd(), bufs, offset) {
                 Err(rustix::io::Errno::INTR) => continue,

@@ -6,6 +6,7 @@
 //! the host, symlinks are expanded by the sentry against the sandbox root,
 //! and a path can never leave the root, whatever it contains.
 
+pub mod context;
 pub mod dentry;
 pub mod dev;
 pub mod epoll;
@@ -18,6 +19,7 @@ pub mod stdio;
 pub mod synthetic;
 pub mod sys;
 
+use std::any::Any;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,13 +27,13 @@ use bitflags::bitflags;
 use linux_raw_sys::general as g;
 use memory::{Frame, GuestSlice, GuestSliceMut};
 
+pub use context::{Caller, Context};
 pub use dentry::{Dentry, Mount};
 pub use path::{Lookup, Resolver};
 
+use crate::auth::{Creds, cap};
 use crate::errno::Errno;
 use crate::mm::MemoryManager;
-use crate::task::Creds;
-use crate::task::creds::cap;
 
 /// Errors of the file-system layer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +80,24 @@ pub enum FsError {
     NoDevice,
     #[error("value too large")]
     Overflow,
+    #[error("operation not permitted")]
+    NotPermitted,
+    #[error("no space left on device")]
+    NoSpace,
+    #[error("invalid cross-device link")]
+    CrossDevice,
+    #[error("device or resource busy")]
+    Busy,
+    #[error("no data available")]
+    NoData,
+    #[error("text file busy")]
+    TextBusy,
+    #[error("too many links")]
+    TooManyLinks,
+    #[error("result out of range")]
+    Range,
+    #[error("out of memory")]
+    NoMemory,
     /// An error the host reported for a passthrough operation.
     #[error("host: {0}")]
     Host(Errno),
@@ -112,6 +132,15 @@ impl FsError {
             Errno::EFAULT => FsError::Fault,
             Errno::ENXIO => FsError::NoDevice,
             Errno::EOVERFLOW => FsError::Overflow,
+            Errno::EPERM => FsError::NotPermitted,
+            Errno::ENOSPC => FsError::NoSpace,
+            Errno::EXDEV => FsError::CrossDevice,
+            Errno::EBUSY => FsError::Busy,
+            Errno::ENODATA => FsError::NoData,
+            Errno::ETXTBSY => FsError::TextBusy,
+            Errno::EMLINK => FsError::TooManyLinks,
+            Errno::ERANGE => FsError::Range,
+            Errno::ENOMEM => FsError::NoMemory,
             other => FsError::Host(other),
         }
     }
@@ -381,8 +410,78 @@ pub struct StatFs {
     pub flags: u64,
 }
 
+/// Downcasting of trait objects: how a file system recognises its own
+/// inodes among `dyn Inode`s (rename, link), and how the syscall layer tells
+/// file kinds apart (a pipe, an epoll instance) among `dyn FileOps`.
+pub trait AsAny: Any + Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Any + Send + Sync> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Attributes to change (Linux's `struct iattr`): chmod, chown, truncate
+/// and the time calls. Times are resolved (UTIME_NOW to the clock) before a
+/// file system sees them; every change also sets the change time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetAttr {
+    /// Permission bits and S_ISUID/S_ISGID/S_ISVTX (never the type).
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<Timespec>,
+    pub mtime: Option<Timespec>,
+}
+
+impl SetAttr {
+    pub fn is_empty(&self) -> bool {
+        self.mode.is_none()
+            && self.uid.is_none()
+            && self.gid.is_none()
+            && self.size.is_none()
+            && self.atime.is_none()
+            && self.mtime.is_none()
+    }
+}
+
+bitflags! {
+    /// renameat2(2) flags.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RenameFlags: u32 {
+        const NOREPLACE = 1;
+        const EXCHANGE = 2;
+        const WHITEOUT = 4;
+    }
+}
+
+/// What a new object is: the type and its permission bits (umask already
+/// applied), its owner, and for devices the device number.
+#[derive(Clone, Copy, Debug)]
+pub struct NewNode {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u64,
+}
+
+impl NewNode {
+    pub fn file_type(&self) -> FileType {
+        FileType::from_mode(self.mode)
+    }
+}
+
 /// An object in a file system.
-pub trait Inode: Send + Sync + 'static {
+///
+/// The operations that change a directory are asked of the directory, with
+/// the name in it; the VFS has already resolved the names, checked the
+/// caller's permissions (search, write, the sticky bit) and that the mount
+/// is writable. What Linux does for an inode without the operation is the
+/// default: EPERM for most, EACCES for create.
+pub trait Inode: AsAny {
     /// The file's type; never changes.
     fn file_type(&self) -> FileType;
     /// Current metadata.
@@ -396,6 +495,12 @@ pub trait Inode: Send + Sync + 'static {
     fn lookup(&self, _name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
         Err(FsError::NotDirectory)
     }
+    /// True if the names below this directory may change behind the
+    /// sentry's back (a host directory others can write), so that a
+    /// remembered lookup must not be trusted.
+    fn volatile_names(&self) -> bool {
+        false
+    }
     /// The target of a symlink.
     fn read_link(&self) -> Result<Vec<u8>, FsError> {
         Err(FsError::Invalid)
@@ -406,7 +511,7 @@ pub trait Inode: Send + Sync + 'static {
         None
     }
     /// Opens the object. `dentry` is where it was found.
-    fn open(&self, dentry: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError>;
+    fn open(&self, ctx: &Context, dentry: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError>;
     /// May `creds` read, write or execute (search) the object, for mode
     /// bits [`MAY_READ`], [`MAY_WRITE`], [`MAY_EXEC`]: the object's owner
     /// and mode against the credentials. A read-only mount is the caller's
@@ -417,6 +522,71 @@ pub trait Inode: Send + Sync + 'static {
     /// statfs(2).
     fn statfs(&self) -> Result<StatFs, FsError> {
         Ok(StatFs { block_size: 4096, name_max: 255, ..Default::default() })
+    }
+    /// Makes a regular file `name` in this directory (open with O_CREAT).
+    fn create(&self, _ctx: &Context, _name: &[u8], _node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        Err(FsError::PermissionDenied)
+    }
+    /// Makes a directory.
+    fn mkdir(&self, _ctx: &Context, _name: &[u8], _node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        Err(FsError::NotPermitted)
+    }
+    /// Makes a device, FIFO or socket node, or a regular file (mknod).
+    fn mknod(&self, _ctx: &Context, _name: &[u8], _node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        Err(FsError::NotPermitted)
+    }
+    /// Makes a symlink to `target`.
+    fn symlink(&self, _ctx: &Context, _name: &[u8], _target: &[u8], _node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        Err(FsError::NotPermitted)
+    }
+    /// Adds `name` as another link to `inode`, an inode of the same mount.
+    fn link(&self, _ctx: &Context, _name: &[u8], _inode: &Arc<dyn Inode>) -> Result<(), FsError> {
+        Err(FsError::NotPermitted)
+    }
+    /// Removes the non-directory `name`.
+    fn unlink(&self, _ctx: &Context, _name: &[u8]) -> Result<(), FsError> {
+        Err(FsError::NotPermitted)
+    }
+    /// Removes the empty directory `name`.
+    fn rmdir(&self, _ctx: &Context, _name: &[u8]) -> Result<(), FsError> {
+        Err(FsError::NotPermitted)
+    }
+    /// Moves `old_name` of this directory to `new_name` of `new_dir` (a
+    /// directory of the same mount), replacing what is there atomically
+    /// unless `flags` say otherwise. The VFS has checked the types of the
+    /// two names agree and that a directory is not moved below itself.
+    fn rename(
+        &self,
+        _ctx: &Context,
+        _old_name: &[u8],
+        _new_dir: &Arc<dyn Inode>,
+        _new_name: &[u8],
+        _flags: RenameFlags,
+    ) -> Result<(), FsError> {
+        Err(FsError::NotPermitted)
+    }
+    /// An unnamed regular file in this directory's file system (O_TMPFILE).
+    fn tmpfile(&self, _ctx: &Context, _node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        Err(FsError::NotSupported)
+    }
+    /// Changes attributes; the VFS has checked the caller may.
+    fn setattr(&self, _ctx: &Context, _attr: &SetAttr) -> Result<(), FsError> {
+        Err(FsError::NotPermitted)
+    }
+    /// The value of extended attribute `name` (with its namespace prefix).
+    fn getxattr(&self, _name: &[u8]) -> Result<Vec<u8>, FsError> {
+        Err(FsError::NoData)
+    }
+    /// Sets an extended attribute; `flags` are XATTR_CREATE/XATTR_REPLACE.
+    fn setxattr(&self, _ctx: &Context, _name: &[u8], _value: &[u8], _flags: u32) -> Result<(), FsError> {
+        Err(FsError::NotSupported)
+    }
+    /// The names of the extended attributes.
+    fn listxattr(&self) -> Result<Vec<Vec<u8>>, FsError> {
+        Ok(Vec::new())
+    }
+    fn removexattr(&self, _ctx: &Context, _name: &[u8]) -> Result<(), FsError> {
+        Err(FsError::NotSupported)
     }
     /// True if the file system refuses every modification.
     fn read_only(&self) -> bool {
@@ -497,14 +667,26 @@ pub fn permission(d: &Dentry, creds: &Creds, mask: u32) -> Result<(), FsError> {
 }
 
 /// How an open file behaves.
-pub trait FileOps: Send + Sync {
+pub trait FileOps: AsAny {
     /// Reads at `offset` into `bufs` (application memory, or a sentry
     /// buffer standing in for it).
-    fn read(&self, _file: &OpenFile, _bufs: &[GuestSliceMut<'_>], _offset: u64) -> Result<usize, FsError> {
+    fn read(
+        &self,
+        _ctx: &Context,
+        _file: &OpenFile,
+        _bufs: &[GuestSliceMut<'_>],
+        _offset: u64,
+    ) -> Result<usize, FsError> {
         Err(FsError::Invalid)
     }
     /// Writes `bufs` at `offset`.
-    fn write(&self, _file: &OpenFile, _bufs: &[GuestSlice<'_>], _offset: u64) -> Result<usize, FsError> {
+    fn write(
+        &self,
+        _ctx: &Context,
+        _file: &OpenFile,
+        _bufs: &[GuestSlice<'_>],
+        _offset: u64,
+    ) -> Result<usize, FsError> {
         Err(FsError::Invalid)
     }
     /// The fewest bytes a `read` or `write` of this file may ask to move;
@@ -539,7 +721,14 @@ pub trait FileOps: Send + Sync {
         Err(FsError::NotDirectory)
     }
     /// Handles an ioctl. `mm` reaches the argument in application memory.
-    fn ioctl(&self, _file: &OpenFile, _mm: &MemoryManager, _cmd: u32, _arg: u64) -> Result<u64, FsError> {
+    fn ioctl(
+        &self,
+        _ctx: &Context,
+        _file: &OpenFile,
+        _mm: &MemoryManager,
+        _cmd: u32,
+        _arg: u64,
+    ) -> Result<u64, FsError> {
         Err(FsError::NotTty)
     }
     /// The pages of the file, if it can be mapped.
@@ -572,28 +761,31 @@ pub trait FileOps: Send + Sync {
     }
     /// Where a poller waits for the readiness to change, for files served by
     /// the sentry.
-    fn poll_queue(&self) -> Option<&crate::task::WaitQueue> {
+    fn poll_queue(&self) -> Option<&crate::waiter::WaitQueue> {
         None
     }
     /// The host descriptor behind a passed-through file, polled in the host.
     fn host_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         None
     }
-    /// The pipe behind a pipe end.
-    fn pipe(&self) -> Option<&Arc<pipe::Pipe>> {
-        None
-    }
     /// How /proc/PID/fd names a file that has no path (`anon_inode:[eventfd]`).
     fn anon_name(&self) -> Option<&'static str> {
         None
     }
-    /// The epoll instance behind an epoll descriptor.
-    fn epoll(&self) -> Option<&epoll::Epoll> {
-        None
+}
+
+impl dyn FileOps {
+    /// The file as its concrete kind, if it is a `T` (a pipe end, an epoll
+    /// instance).
+    pub fn downcast_ref<T: FileOps>(&self) -> Option<&T> {
+        self.as_any().downcast_ref::<T>()
     }
-    /// The process behind a process descriptor.
-    fn pidfd(&self) -> Option<&Arc<crate::task::ThreadGroup>> {
-        None
+}
+
+impl dyn Inode {
+    /// The inode as its file system's own type, if it is a `T`.
+    pub fn downcast_ref<T: Inode>(&self) -> Option<&T> {
+        self.as_any().downcast_ref::<T>()
     }
 }
 

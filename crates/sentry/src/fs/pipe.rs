@@ -16,6 +16,7 @@
 //! is end of file; a write with no reader left is EPIPE (the caller raises
 //! SIGPIPE).
 
+use crate::fs::Context;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ use super::{
     FileOps, FileType, FsError, OpenFile, OpenFlags, POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM, Stat,
 };
 use crate::errno::Errno;
-use crate::task::{BlockError, WaitQueue, block_on};
+use crate::waiter::{BlockError, WaitQueue};
 
 /// Writes up to this size are atomic.
 pub const PIPE_BUF: usize = 4096;
@@ -273,7 +274,7 @@ impl Pipe {
         }
     }
 
-    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>]) -> Result<usize, FsError> {
+    fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>]) -> Result<usize, FsError> {
         let want: usize = bufs.iter().map(|b| b.len()).sum();
         if want == 0 {
             return Ok(0);
@@ -301,7 +302,7 @@ impl Pipe {
                     return Err(FsError::WouldBlock);
                 }
             }
-            let r = block_on(&[&self.readable], None, || {
+            let r = ctx.block_on(&[&self.readable], None, || {
                 let st = self.state.lock().unwrap();
                 (st.len > 0 || st.writers == 0).then_some(())
             });
@@ -311,7 +312,7 @@ impl Pipe {
         }
     }
 
-    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<usize, FsError> {
+    fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<usize, FsError> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if total == 0 {
             return Ok(0);
@@ -352,7 +353,7 @@ impl Pipe {
                         return Err(FsError::BrokenPipe);
                     }
                     // Part went in: the count, and SIGPIPE all the same.
-                    crate::task::signal_current(linux_raw_sys::general::SIGPIPE);
+                    ctx.caller.send_signal(linux_raw_sys::general::SIGPIPE);
                     return Ok(done);
                 }
                 if !st.full() {
@@ -376,7 +377,7 @@ impl Pipe {
             if nonblock {
                 return if done > 0 { Ok(done) } else { Err(FsError::WouldBlock) };
             }
-            let r = block_on(&[&self.writable], None, || {
+            let r = ctx.block_on(&[&self.writable], None, || {
                 let st = self.state.lock().unwrap();
                 (st.readers == 0 || !st.full()).then_some(())
             });
@@ -385,6 +386,17 @@ impl Pipe {
             }
         }
     }
+}
+
+/// The pipe behind a pipe end or a FIFO opened for both.
+pub fn pipe_of(ops: &dyn FileOps) -> Option<&Arc<Pipe>> {
+    if let Some(e) = ops.downcast_ref::<ReadEnd>() {
+        return Some(&e.pipe);
+    }
+    if let Some(e) = ops.downcast_ref::<WriteEnd>() {
+        return Some(&e.pipe);
+    }
+    ops.downcast_ref::<BothEnds>().map(|e| &e.pipe)
 }
 
 struct ReadEnd {
@@ -410,8 +422,8 @@ impl Drop for WriteEnd {
 }
 
 impl FileOps for ReadEnd {
-    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
-        self.pipe.read(file, bufs)
+    fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        self.pipe.read(ctx, file, bufs)
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.pipe.stat())
@@ -425,14 +437,11 @@ impl FileOps for ReadEnd {
     fn poll_queue(&self) -> Option<&WaitQueue> {
         Some(&self.pipe.readable)
     }
-    fn pipe(&self) -> Option<&Arc<Pipe>> {
-        Some(&self.pipe)
-    }
 }
 
 impl FileOps for WriteEnd {
-    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
-        self.pipe.write(file, bufs)
+    fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
+        self.pipe.write(ctx, file, bufs)
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.pipe.stat())
@@ -446,9 +455,6 @@ impl FileOps for WriteEnd {
     }
     fn poll_queue(&self) -> Option<&WaitQueue> {
         Some(&self.pipe.writable)
-    }
-    fn pipe(&self) -> Option<&Arc<Pipe>> {
-        Some(&self.pipe)
     }
 }
 
@@ -470,11 +476,11 @@ impl Drop for BothEnds {
 }
 
 impl FileOps for BothEnds {
-    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
-        self.pipe.read(file, bufs)
+    fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        self.pipe.read(ctx, file, bufs)
     }
-    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
-        self.pipe.write(file, bufs)
+    fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
+        self.pipe.write(ctx, file, bufs)
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.pipe.stat())
@@ -492,9 +498,6 @@ impl FileOps for BothEnds {
         // for room to write as well.
         Some(&self.pipe.readable)
     }
-    fn pipe(&self) -> Option<&Arc<Pipe>> {
-        Some(&self.pipe)
-    }
 }
 
 /// A pipe as /proc/PID/fd/N names it: opening it opens another end.
@@ -507,7 +510,7 @@ impl super::Inode for PipeInode {
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.0.stat())
     }
-    fn open(&self, _: &Arc<super::Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    fn open(&self, _: &Context, _: &Arc<super::Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         self.0.open_end(flags)
     }
     fn access(&self, _: &crate::task::Creds, _mode: u32) -> Result<(), FsError> {

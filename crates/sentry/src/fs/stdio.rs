@@ -4,6 +4,7 @@
 //! reads and writes go to the host object (a terminal, a pipe, a file), and
 //! so does the offset, which the caller's shell may share.
 
+use crate::fs::Context;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use memory::{GuestSlice, GuestSliceMut};
@@ -28,10 +29,10 @@ impl HostStream {
     /// Waits until the host descriptor is ready for `events`, interruptibly:
     /// the task's waiter is polled along with it. With `nonblock`, only
     /// checks.
-    fn wait_ready(&self, events: PollFlags, nonblock: bool) -> Result<(), FsError> {
-        let Some(task) = crate::task::current_opt() else { return Ok(()) };
+    fn wait_ready(&self, ctx: &Context, events: PollFlags, nonblock: bool) -> Result<(), FsError> {
+        let task = ctx.caller;
         loop {
-            let ev = task.waiter.eventfd();
+            let ev = task.waiter().eventfd();
             let mut fds = [PollFd::new(&self.fd, events), PollFd::new(&ev, PollFlags::IN)];
             let timeout = if nonblock { Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 }) } else { None };
             match rustix::event::poll(&mut fds, timeout) {
@@ -46,7 +47,7 @@ impl HostStream {
                 return Err(FsError::WouldBlock);
             }
             if !fds[1].revents().is_empty() {
-                task.waiter.drain_eventfd();
+                task.waiter().drain_eventfd();
             }
             if task.interrupted() {
                 return Err(FsError::Interrupted);
@@ -56,8 +57,8 @@ impl HostStream {
 }
 
 impl FileOps for HostStream {
-    fn read(&self, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
-        self.wait_ready(PollFlags::IN, file.flags().contains(OpenFlags::NONBLOCK))?;
+    fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        self.wait_ready(ctx, PollFlags::IN, file.flags().contains(OpenFlags::NONBLOCK))?;
         loop {
             match memory::guest::readv(self.fd.as_fd(), bufs) {
                 Err(rustix::io::Errno::INTR) => continue,
@@ -67,8 +68,8 @@ impl FileOps for HostStream {
         }
     }
 
-    fn write(&self, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
-        self.wait_ready(PollFlags::OUT, file.flags().contains(OpenFlags::NONBLOCK))?;
+    fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
+        self.wait_ready(ctx, PollFlags::OUT, file.flags().contains(OpenFlags::NONBLOCK))?;
         loop {
             match memory::guest::writev(self.fd.as_fd(), bufs) {
                 Err(rustix::io::Errno::INTR) => continue,
@@ -148,7 +149,7 @@ impl FileOps for HostStream {
         Ok(rustix::fs::seek(&self.fd, pos)?)
     }
 
-    fn ioctl(&self, _: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
+    fn ioctl(&self, _: &Context, _: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
         match cmd {
             io::TCGETS => {
                 let t: g::termios = host_ioctl_get(&self.fd, io::TCGETS)?;

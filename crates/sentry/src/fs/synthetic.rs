@@ -2,6 +2,7 @@
 //! directories listing a fixed or computed set of children, files whose
 //! contents are generated when opened, and symlinks.
 
+use crate::fs::Context;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -149,7 +150,7 @@ impl Inode for SynthDir {
     fn lookup(&self, name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
         self.source.lookup(name).ok_or(FsError::NotFound)
     }
-    fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    fn open(&self, _: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         if flags.writable() {
             return Err(FsError::IsDirectory);
         }
@@ -235,7 +236,7 @@ impl Inode for SynthFile {
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(owned_stat(self.ino, self.mode, 0, 1, owner_ids(&self.owner)))
     }
-    fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    fn open(&self, _: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         if flags.writable() {
             return Err(FsError::PermissionDenied);
         }
@@ -251,7 +252,7 @@ struct Snapshot {
 }
 
 impl FileOps for Snapshot {
-    fn read(&self, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+    fn read(&self, _: &Context, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
         let mut off = offset as usize;
         let mut n = 0;
         for b in bufs {
@@ -322,7 +323,7 @@ impl Inode for SynthSymlink {
     fn magic_link(&self) -> Option<Result<Arc<Dentry>, FsError>> {
         self.magic.as_ref().map(|m| m())
     }
-    fn open(&self, _: &Arc<Dentry>, _: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    fn open(&self, _: &Context, _: &Arc<Dentry>, _: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         Err(FsError::Loop)
     }
 }
@@ -363,7 +364,7 @@ impl Inode for DeviceNode {
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.stat_for())
     }
-    fn open(&self, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    fn open(&self, _: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         (self.open)(flags)
     }
     fn read_only(&self) -> bool {

@@ -262,7 +262,13 @@ mod tests {
     struct MemFile(Vec<u8>);
 
     impl FileOps for MemFile {
-        fn read(&self, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+        fn read(
+            &self,
+            _: &crate::fs::Context,
+            _: &OpenFile,
+            bufs: &[GuestSliceMut<'_>],
+            offset: u64,
+        ) -> Result<usize, FsError> {
             let mut at = (offset as usize).min(self.0.len());
             let mut n = 0;
             for b in bufs {

@@ -90,7 +90,8 @@ pub fn open_exec(resolver: &Resolver, file: &ExecFile) -> Result<Executable, Loa
         return Err(LoadError::NotExecutable);
     }
     dentry.inode.access(resolver.creds, crate::fs::MAY_EXEC).map_err(|_| LoadError::NotExecutable)?;
-    let ops = dentry.inode.open(&dentry, OpenFlags::empty()).map_err(|e| match e {
+    let ctx = crate::fs::Context::kernel(std::sync::Arc::new(resolver.creds.clone()));
+    let ops = dentry.inode.open(&ctx, &dentry, OpenFlags::empty()).map_err(|e| match e {
         FsError::PermissionDenied => LoadError::NotExecutable,
         e => LoadError::Io(e),
     })?;
@@ -101,8 +102,9 @@ pub fn open_exec(resolver: &Resolver, file: &ExecFile) -> Result<Executable, Loa
 pub fn read_at(file: &dyn FileOps, of: &OpenFile, offset: u64, len: usize) -> Result<Vec<u8>, FsError> {
     let mut buf = vec![0u8; len];
     let mut done = 0;
+    let ctx = crate::fs::Context::internal();
     while done < len {
-        let n = file.read(of, &[memory::GuestSliceMut::from(&mut buf[done..])], offset + done as u64)?;
+        let n = file.read(&ctx, of, &[memory::GuestSliceMut::from(&mut buf[done..])], offset + done as u64)?;
         if n == 0 {
             break;
         }

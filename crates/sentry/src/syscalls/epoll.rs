@@ -44,7 +44,7 @@ pub fn epoll_create(task: &mut Task, a: &[u64; 6]) -> SysResult {
 /// an epoll descriptor.
 fn epoll_file(task: &Task, epfd: u64) -> Result<Arc<OpenFile>, SysError> {
     let f = file(task, epfd)?;
-    if f.ops.epoll().is_none() {
+    if f.ops.downcast_ref::<crate::fs::epoll::Epoll>().is_none() {
         return Err(Errno::EINVAL.into());
     }
     Ok(f)
@@ -53,7 +53,7 @@ fn epoll_file(task: &Task, epfd: u64) -> Result<Arc<OpenFile>, SysError> {
 pub fn epoll_ctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (op, fd) = (a[1] as u32, a[2] as i32);
     let epf = epoll_file(task, a[0])?;
-    let ep = epf.ops.epoll().expect("checked");
+    let ep = epf.ops.downcast_ref::<crate::fs::epoll::Epoll>().expect("checked");
     let (events, data) = if op == g::EPOLL_CTL_DEL {
         (0, 0)
     } else {
@@ -68,7 +68,7 @@ pub fn epoll_ctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
     // Files with no readiness to watch (regular files, directories, the
     // /dev devices) are refused, as Linux refuses them. Nesting epoll
     // instances is not provided.
-    if target.ops.epoll().is_some() {
+    if target.ops.downcast_ref::<crate::fs::epoll::Epoll>().is_some() {
         return Err(Errno::EINVAL.into());
     }
     if target.ops.poll_queue().is_none() && target.ops.host_fd().is_none() {
@@ -100,7 +100,7 @@ fn wait(task: &mut Task, epfd: u64, events_addr: u64, max: u64, deadline: Option
         return Err(Errno::EINVAL.into());
     }
     let epf = epoll_file(task, epfd)?;
-    let ep = epf.ops.epoll().expect("checked");
+    let ep = epf.ops.downcast_ref::<crate::fs::epoll::Epoll>().expect("checked");
     // Linux checks only that the array lies in user space up front; a
     // bad page there is found when the events are copied out.
     if events_addr.checked_add(max * EVENT_SIZE).is_none_or(|end| end > crate::mm::USER_TOP) {

@@ -55,6 +55,15 @@ impl From<FsError> for Errno {
             FsError::Fault => Errno::EFAULT,
             FsError::NoDevice => Errno::ENXIO,
             FsError::Overflow => Errno::EOVERFLOW,
+            FsError::NotPermitted => Errno::EPERM,
+            FsError::NoSpace => Errno::ENOSPC,
+            FsError::CrossDevice => Errno::EXDEV,
+            FsError::Busy => Errno::EBUSY,
+            FsError::NoData => Errno::ENODATA,
+            FsError::TextBusy => Errno::ETXTBSY,
+            FsError::TooManyLinks => Errno::EMLINK,
+            FsError::Range => Errno::ERANGE,
+            FsError::NoMemory => Errno::ENOMEM,
             FsError::Host(e) => e,
         }
     }

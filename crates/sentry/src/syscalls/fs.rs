@@ -6,12 +6,12 @@ use linux_raw_sys::general as g;
 use linux_raw_sys::ioctl as ioc;
 
 use super::{SysError, SysResult, file, read_path, start_dir};
+use crate::auth::cap;
 use crate::errno::Errno;
 use crate::fs::{
     Dentry, FileOwner, FileType, FsError, Lookup, MAY_EXEC, MAY_READ, MAY_WRITE, OpenFile, OpenFlags, Stat,
 };
 use crate::task::Task;
-use crate::task::creds::cap;
 
 fn resolve(task: &Task, dirfd: u64, path: &[u8], how: Lookup) -> Result<Arc<Dentry>, SysError> {
     let start = start_dir(task, dirfd, path)?;
@@ -111,7 +111,7 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         }
         crate::fs::permission(&dentry, &task.tg.creds(), want)?;
     }
-    let ops = dentry.inode.open(&dentry, flags)?;
+    let ops = dentry.inode.open(&task.ctx(), &dentry, flags)?;
     let f = OpenFile::new(ops, Some(dentry), flags);
     Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
 }
@@ -465,11 +465,11 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
         }
         g::F_GETPIPE_SZ => {
             let f = file(task, a[0])?;
-            Ok(f.ops.pipe().ok_or(Errno::EBADF)?.capacity() as u64)
+            Ok(crate::fs::pipe::pipe_of(&*f.ops).ok_or(Errno::EBADF)?.capacity() as u64)
         }
         g::F_SETPIPE_SZ => {
             let f = file(task, a[0])?;
-            let p = f.ops.pipe().ok_or(Errno::EBADF)?;
+            let p = crate::fs::pipe::pipe_of(&*f.ops).ok_or(Errno::EBADF)?;
             Ok(p.set_capacity(arg as usize)? as u64)
         }
         g::F_ADD_SEALS | g::F_GET_SEALS => {
@@ -525,10 +525,10 @@ pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
                     task.mm.write_pod(a[2], &n)?;
                     Ok(0)
                 }
-                None => Ok(f.ops.ioctl(&f, &task.mm, cmd, a[2])?),
+                None => Ok(f.ops.ioctl(&task.ctx(), &f, &task.mm, cmd, a[2])?),
             }
         }
-        _ => Ok(f.ops.ioctl(&f, &task.mm, cmd, a[2])?),
+        _ => Ok(f.ops.ioctl(&task.ctx(), &f, &task.mm, cmd, a[2])?),
     }
 }
 

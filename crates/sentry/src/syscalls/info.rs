@@ -32,7 +32,7 @@ pub fn uname(task: &mut Task, a: &[u64; 6]) -> SysResult {
 const HOST_NAME_MAX: u64 = 64;
 
 pub fn sethostname(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if !task.tg.creds().has(crate::task::creds::cap::SYS_ADMIN) {
+    if !task.tg.creds().has(crate::auth::cap::SYS_ADMIN) {
         return Err(Errno::EPERM.into());
     }
     if a[1] > HOST_NAME_MAX {

@@ -45,7 +45,8 @@ fn check_positional(f: &OpenFile) -> Result<(), SysError> {
 }
 
 /// Reads into pinned buffers at the file's offset or at `pos`.
-fn read_into(f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usize, SysError> {
+fn read_into(task: &Task, f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usize, SysError> {
+    let ctx = &task.ctx();
     let slices: Vec<GuestSliceMut> = bufs.iter_mut().flat_map(|p| p.slices_mut()).collect();
     if slices.is_empty() {
         return Ok(0);
@@ -54,17 +55,17 @@ fn read_into(f: &OpenFile, bufs: &mut [Pinned], pos: Option<u64>) -> Result<usiz
         if !f.ops.seekable() {
             return Err(Errno::ESPIPE.into());
         }
-        return Ok(f.ops.read(f, &slices, p)?);
+        return Ok(f.ops.read(ctx, f, &slices, p)?);
     }
     if f.ops.ignores_offset() {
-        Ok(f.ops.read(f, &slices, 0)?)
+        Ok(f.ops.read(ctx, f, &slices, 0)?)
     } else if f.ops.seekable() {
         let mut off = f.offset.lock().unwrap();
-        let n = f.ops.read(f, &slices, *off)?;
+        let n = f.ops.read(ctx, f, &slices, *off)?;
         *off += n as u64;
         Ok(n)
     } else {
-        Ok(f.ops.read(f, &slices, 0)?)
+        Ok(f.ops.read(ctx, f, &slices, 0)?)
     }
 }
 
@@ -91,25 +92,26 @@ fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) 
     if slices.is_empty() {
         return Ok(0);
     }
+    let ctx = &task.ctx();
     let r = if let Some(p) = pos {
         if !f.ops.seekable() {
             return Err(Errno::ESPIPE.into());
         }
-        f.ops.write(f, &slices, p)
+        f.ops.write(ctx, f, &slices, p)
     } else if f.ops.ignores_offset() {
-        f.ops.write(f, &slices, 0)
+        f.ops.write(ctx, f, &slices, 0)
     } else if f.ops.seekable() {
         let mut off = f.offset.lock().unwrap();
         if f.flags().contains(OpenFlags::APPEND) {
             *off = f.ops.stat()?.size;
         }
-        let r = f.ops.write(f, &slices, *off);
+        let r = f.ops.write(ctx, f, &slices, *off);
         if let Ok(n) = r {
             *off += n as u64;
         }
         r
     } else {
-        f.ops.write(f, &slices, 0)
+        f.ops.write(ctx, f, &slices, 0)
     };
     match r {
         Err(FsError::BrokenPipe) => {
@@ -206,7 +208,7 @@ fn transfer(task: &mut Task, f: &OpenFile, segs: &[Segment], pos: Option<u64>, w
             Err(_) => return Ok(done as u64),
         };
         let at = pos.map(|p| p + done as u64);
-        let r = if write { write_from(task, f, &pins, at) } else { read_into(f, &mut pins, at) };
+        let r = if write { write_from(task, f, &pins, at) } else { read_into(task, f, &mut pins, at) };
         drop(pins);
         let n = match r {
             Ok(n) => n,
@@ -335,6 +337,7 @@ fn copy_between(
 ) -> Result<(usize, u64), SysError> {
     check_readable(input)?;
     check_writable(output)?;
+    let ctx = &task.ctx();
     let mut buf = vec![0u8; count.min(1 << 20)];
     let mut done = 0;
     let mut pos = in_pos;
@@ -343,14 +346,14 @@ fn copy_between(
         let n = {
             let s = [GuestSliceMut::from(&mut buf[..want])];
             match pos {
-                Some(p) => input.ops.read(input, &s, p)?,
+                Some(p) => input.ops.read(ctx, input, &s, p)?,
                 None if input.ops.seekable() => {
                     let mut off = input.offset.lock().unwrap();
-                    let n = input.ops.read(input, &s, *off)?;
+                    let n = input.ops.read(ctx, input, &s, *off)?;
                     *off += n as u64;
                     n
                 }
-                None => input.ops.read(input, &s, 0)?,
+                None => input.ops.read(ctx, input, &s, 0)?,
             }
         };
         if n == 0 {
@@ -361,13 +364,13 @@ fn copy_between(
             let s = [GuestSlice::from(&buf[written..n])];
             let r = if output.ops.seekable() {
                 let mut off = output.offset.lock().unwrap();
-                let w = output.ops.write(output, &s, *off);
+                let w = output.ops.write(ctx, output, &s, *off);
                 if let Ok(w) = w {
                     *off += w as u64;
                 }
                 w
             } else {
-                output.ops.write(output, &s, 0)
+                output.ops.write(ctx, output, &s, 0)
             };
             match r {
                 Ok(w) => written += w,

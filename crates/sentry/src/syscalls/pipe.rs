@@ -116,7 +116,7 @@ impl WakeSources {
 fn wake_sources(polled: &[(Arc<OpenFile>, u32)]) -> WakeSources {
     let mut files = polled.to_vec();
     for (f, _) in polled {
-        if let Some(ep) = f.ops.epoll() {
+        if let Some(ep) = f.ops.downcast_ref::<crate::fs::epoll::Epoll>() {
             files.extend(ep.watched_host_files());
         }
     }

@@ -6,11 +6,11 @@ use linux_raw_sys::general as g;
 use linux_raw_sys::prctl as pr;
 
 use super::{SysError, SysResult, read_path, start_dir};
+use crate::auth::{Creds, Ids, cap};
 use crate::errno::Errno;
 use crate::fs::{OpenFile, OpenFlags};
 use crate::loader::ExecFile;
 use crate::signal::SigFields;
-use crate::task::creds::{Creds, Ids, cap};
 use crate::task::exec::ExecRequest;
 use crate::task::pidfd::PidFd;
 use crate::task::{
@@ -190,7 +190,7 @@ pub fn waitid(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let which = match a[0] as u32 {
         g::P_PIDFD => {
             let f = super::file(task, a[1])?;
-            let process = f.ops.pidfd().ok_or(Errno::EBADF)?;
+            let process = f.ops.downcast_ref::<crate::task::pidfd::PidFd>().map(|p| &p.process).ok_or(Errno::EBADF)?;
             // A non-blocking process descriptor makes the wait WNOHANG,
             // failing with EAGAIN when nothing is ready.
             pidfd_nonblock = f.flags().contains(OpenFlags::NONBLOCK) && !opts.nohang;

@@ -6,9 +6,9 @@ use std::time::Instant;
 use linux_raw_sys::general as g;
 
 use super::{SysError, SysResult, read_timeout};
+use crate::auth::cap;
 use crate::errno::Errno;
 use crate::signal::{KernelSigAction, NSIG, SigAction, SigInfo, SigSet, code};
-use crate::task::creds::cap;
 use crate::task::{
     BlockError, INIT_PID, Task, ThreadGroup, block_on, queue_to_group, queue_to_thread, send_to_group, take_signal,
 };
@@ -101,8 +101,8 @@ pub fn rt_sigpending(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 /// Waits until a signal handler is about to run; always interrupted.
-fn wait_for_signal() -> Result<(), SysError> {
-    let _ = block_on(&[], None, || None::<()>);
+fn wait_for_signal(task: &Task) -> Result<(), SysError> {
+    let _ = block_on(&*task.shared, &[], None, || None::<()>);
     Err(Errno::ERESTARTNOHAND.into())
 }
 
@@ -113,12 +113,12 @@ pub fn rt_sigsuspend(task: &mut Task, a: &[u64; 6]) -> SysResult {
         s.saved_mask = Some(s.mask);
     }
     task.shared.set_mask(set);
-    wait_for_signal()?;
+    wait_for_signal(task)?;
     Ok(0)
 }
 
-pub fn pause(_task: &mut Task, _: &[u64; 6]) -> SysResult {
-    wait_for_signal()?;
+pub fn pause(task: &mut Task, _: &[u64; 6]) -> SysResult {
+    wait_for_signal(task)?;
     Ok(0)
 }
 
@@ -135,7 +135,7 @@ pub fn rt_sigtimedwait(task: &mut Task, a: &[u64; 6]) -> SysResult {
             task.shared.sig.lock().unwrap().real_blocked = saved;
             task.set_signal_mask(saved.minus(set));
             let deadline = timeout.map(|d| timers::after(Instant::now(), d));
-            let r = block_on(&[], deadline, || take(task));
+            let r = block_on(&*task.shared, &[], deadline, || take(task));
             task.set_signal_mask(saved);
             task.shared.sig.lock().unwrap().real_blocked = SigSet::EMPTY;
             match r {
@@ -354,7 +354,7 @@ pub fn pidfd_send_signal(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL.into());
     }
     let f = super::file(task, a[0])?;
-    let process = f.ops.pidfd().ok_or(Errno::EBADF)?.clone();
+    let process = f.ops.downcast_ref::<crate::task::pidfd::PidFd>().map(|p| &p.process).ok_or(Errno::EBADF)?.clone();
     // The process must still be the one the descriptor was made for, not
     // a later one with its pid.
     let live = task.kernel.procs.lock().unwrap().group(process.tgid).is_some_and(|g| Arc::ptr_eq(&g, &process));

@@ -112,7 +112,7 @@ pub fn time(task: &mut Task, a: &[u64; 6]) -> SysResult {
 /// Sleeps until `deadline`, interruptibly. An interrupted relative sleep
 /// reports what is left at `rem` and resumes through restart_syscall.
 fn sleep_until(task: &mut Task, deadline: Instant, rem: Option<u64>) -> SysResult {
-    match block_on(&[], Some(deadline), || None::<()>) {
+    match block_on(&*task.shared, &[], Some(deadline), || None::<()>) {
         Err(BlockError::TimedOut) | Ok(()) => Ok(0),
         Err(BlockError::Interrupted) => match rem {
             None => Err(Errno::ERESTARTNOHAND.into()),

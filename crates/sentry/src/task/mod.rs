@@ -7,7 +7,6 @@
 
 mod block;
 mod clone;
-pub mod creds;
 pub mod exec;
 mod exit;
 pub mod pidfd;
@@ -16,7 +15,6 @@ mod run;
 mod signals;
 mod tree;
 mod wait;
-pub mod wait_queue;
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,19 +22,18 @@ use std::sync::{Arc, Mutex};
 use linux_raw_sys::general as g;
 use platform::{Context, Interrupter, Registers};
 
-pub use block::{BlockError, block_on, current, current_opt};
+pub use crate::auth::Creds;
+pub use crate::waiter::{BlockError, Blocker, WaitQueue, Waiter, block_on};
+pub use block::{current, current_opt};
 pub use clone::{CloneArgs, clone_task};
-pub use creds::Creds;
 pub use exit::{ExitKind, INIT_PID};
 pub use proc_source::{KernelProcSource, online_cpus};
 pub use run::{RestartBlock, current_tgid, run_task};
 pub use signals::{
-    group_exit, notify_parent, queue_to_group, queue_to_thread, send_to_group, send_to_thread, signal_current,
-    take_signal,
+    group_exit, notify_parent, queue_to_group, queue_to_thread, send_to_group, send_to_thread, take_signal,
 };
 pub use tree::ProcessTree;
 pub use wait::{WaitFor, WaitOptions, WaitOutcome, wait_child};
-pub use wait_queue::{WaitQueue, Waiter};
 
 use crate::fd::FdTable;
 use crate::fs::{Dentry, Resolver};
@@ -184,6 +181,21 @@ pub fn all_cpus_mask() -> Vec<u8> {
         m[c / 8] |= 1 << (c % 8);
     }
     m
+}
+
+impl crate::waiter::Blocker for TaskShared {
+    fn waiter(&self) -> &Arc<Waiter> {
+        &self.waiter
+    }
+    fn interrupted(&self) -> bool {
+        TaskShared::interrupted(self)
+    }
+}
+
+impl crate::fs::Caller for TaskShared {
+    fn send_signal(&self, sig: u32) {
+        signals::raise_for(self, sig);
+    }
 }
 
 impl TaskShared {
@@ -429,6 +441,11 @@ impl Task {
     /// A snapshot of root and cwd.
     pub fn fs_context(&self) -> FsContext {
         self.fs.lock().unwrap().clone()
+    }
+
+    /// The context of a file-system call made by this task.
+    pub fn ctx(&self) -> crate::fs::Context<'_> {
+        crate::fs::Context::new(self.tg.creds(), &*self.shared)
     }
 
     /// Runs `f` with a resolver for this task.

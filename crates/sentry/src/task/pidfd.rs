@@ -27,8 +27,4 @@ impl FileOps for PidFd {
     fn anon_name(&self) -> Option<&'static str> {
         Some("anon_inode:[pidfd]")
     }
-
-    fn pidfd(&self) -> Option<&Arc<ThreadGroup>> {
-        Some(&self.process)
-    }
 }

@@ -171,7 +171,7 @@ impl ProcSource for KernelProcSource {
             .into_iter()
             .map(|(fd, e)| {
                 // A pipe shows as one even when it was opened by a name.
-                let target = match (e.file.ops.pipe(), &e.file.dentry) {
+                let target = match (crate::fs::pipe::pipe_of(&*e.file.ops), &e.file.dentry) {
                     (Some(p), _) => FdTarget::Anonymous {
                         desc: p.describe(),
                         inode: Some(Arc::new(PipeInode(p.clone())) as Arc<dyn crate::fs::Inode>),

@@ -267,11 +267,10 @@ pub fn queue_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) -> R
     Ok(())
 }
 
-/// A signal the calling thread sends itself from code that has no task at
-/// hand: a pipe write cut short by the reader leaving returns its count
-/// and raises SIGPIPE all the same.
-pub fn signal_current(sig: u32) {
-    let Some(t) = super::block::current_opt() else { return };
+/// A signal task `t` raises for itself from code that has only its shared
+/// part at hand: a pipe write cut short by the reader leaving returns its
+/// count and raises SIGPIPE all the same.
+pub fn raise_for(t: &TaskShared, sig: u32) {
     let mask = t.sig.lock().unwrap().mask;
     if discarded(&t.tg, sig, mask) {
         return;

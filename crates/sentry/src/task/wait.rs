@@ -2,9 +2,9 @@
 
 use linux_raw_sys::general as g;
 
-use super::block::{BlockError, block_on};
 use super::{Task, ThreadGroup};
 use crate::errno::Errno;
+use crate::waiter::{BlockError, block_on};
 
 /// Which children a wait is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +136,7 @@ pub fn wait_child(task: &Task, which: WaitFor, opts: WaitOptions) -> Result<Opti
     if opts.nohang {
         return poll();
     }
-    let r = block_on(&[&task.tg.child_events], None, || match poll() {
+    let r = block_on(&*task.shared, &[&task.tg.child_events], None, || match poll() {
         Ok(None) => None,
         other => Some(other),
     });

@@ -1,5 +1,7 @@
 //! Blocking in the sentry: each task has a [`Waiter`]; objects a task can
-//! wait for have [`WaitQueue`]s. A wake-up is never lost: a waiter is
+//! wait for have [`WaitQueue`]s; [`block_on`] sleeps until a condition holds.
+//! This module is below `fs`, `task` and `net`: the blocking caller is
+//! passed in as a [`Blocker`], never found through a thread-local. A wake-up is never lost: a waiter is
 //! registered before the condition is checked, and a wake sets a flag the
 //! sleeper consumes. A [`Forward`] is a standing member of a queue that
 //! passes its wakes on to another queue, so an epoll instance hears of its
@@ -9,6 +11,47 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
+
+/// Why a wait ended without its condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockError {
+    /// A signal is deliverable, or the task must stop or exit.
+    Interrupted,
+    TimedOut,
+}
+
+/// The caller of a blocking operation: how it sleeps and whether it must
+/// stop waiting.
+pub trait Blocker: Send + Sync {
+    /// The waiter queues wake.
+    fn waiter(&self) -> &Arc<Waiter>;
+    /// True if a signal is deliverable or the caller must stop or exit: a
+    /// blocking call gives up.
+    fn interrupted(&self) -> bool;
+}
+
+/// Waits until `ready` gives a value, woken by any of `queues`. Fails when
+/// `blocker` is interrupted or `deadline` passes.
+pub fn block_on<T>(
+    blocker: &dyn Blocker,
+    queues: &[&WaitQueue],
+    deadline: Option<Instant>,
+    mut ready: impl FnMut() -> Option<T>,
+) -> Result<T, BlockError> {
+    let waiter = blocker.waiter();
+    let _registered: Vec<_> = queues.iter().map(|q| q.register(waiter)).collect();
+    loop {
+        if let Some(v) = ready() {
+            return Ok(v);
+        }
+        if blocker.interrupted() {
+            return Err(BlockError::Interrupted);
+        }
+        if !waiter.sleep(deadline) {
+            return ready().ok_or(BlockError::TimedOut);
+        }
+    }
+}
 
 /// What a queue wakes.
 pub trait Wake: Send + Sync {
