@@ -1,9 +1,9 @@
 //! Dentries: a name in a directory, bound to an inode, remembering its
 //! parent. The chain of parents is how `..` and getcwd are answered.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::{FileType, FsError, Inode, StatFs};
 
@@ -35,35 +35,142 @@ impl Mount {
     }
 }
 
-/// A resolved name.
-pub struct Dentry {
+/// A name of an inode: where it sits (its parent and its name there),
+/// which rename changes.
+struct Link {
     name: Vec<u8>,
     parent: Option<Arc<Dentry>>,
+}
+
+/// How many recently used dentries are kept alive beyond their users, so
+/// that a repeated walk of the same paths finds them cached.
+const RECENT: usize = 8192;
+
+/// A resolved name. There is at most one live dentry per name: a
+/// directory remembers its children, so a lookup finds the dentry an open
+/// file or a working directory already holds, and a rename moves that one
+/// (getcwd and /proc/PID/fd then show the new path).
+pub struct Dentry {
+    link: RwLock<Link>,
     pub inode: Arc<dyn Inode>,
     pub mount: Arc<Mount>,
     /// The inode number, cached for identity checks.
     ino: u64,
+    /// Children looked up through this directory, held weakly: a child
+    /// lives while something holds it (an open file, a cwd, a child of its
+    /// own, or the recently-used list).
+    children: Mutex<HashMap<Vec<u8>, Weak<Dentry>>>,
+    /// Set when the name was removed (unlink, rmdir, replaced by rename).
+    deleted: AtomicBool,
 }
 
+/// The most recently looked-up dentries, kept alive (see [`RECENT`]).
+fn keep_recent(d: &Arc<Dentry>) {
+    static LIST: Mutex<VecDeque<Arc<Dentry>>> = Mutex::new(VecDeque::new());
+    let mut list = LIST.lock().unwrap();
+    if list.len() >= RECENT {
+        list.pop_front();
+    }
+    list.push_back(d.clone());
+}
+
+/// Serialises renames, so that two of them never move dentries across
+/// each other's parents half-way (Linux's s_vfs_rename_mutex).
+pub static RENAME_LOCK: Mutex<()> = Mutex::new(());
+
 impl Dentry {
+    fn make(name: Vec<u8>, parent: Option<Arc<Dentry>>, inode: Arc<dyn Inode>, mount: Arc<Mount>) -> Arc<Dentry> {
+        let ino = inode.ino().unwrap_or(0);
+        Arc::new(Dentry {
+            link: RwLock::new(Link { name, parent }),
+            inode,
+            mount,
+            ino,
+            children: Mutex::new(HashMap::new()),
+            deleted: AtomicBool::new(false),
+        })
+    }
+
     /// The root of a mount with no parent (the sandbox root).
     pub fn root(mount: Arc<Mount>) -> Arc<Dentry> {
-        let ino = mount.root.ino().unwrap_or(0);
-        Arc::new(Dentry { name: Vec::new(), parent: None, inode: mount.root.clone(), mount, ino })
+        Dentry::make(Vec::new(), None, mount.root.clone(), mount)
     }
 
-    /// A child of this dentry.
+    /// A child of this dentry that is not remembered (a mount's root seen
+    /// from its mount point, or names that may change behind our back).
     pub fn child(self: &Arc<Self>, name: &[u8], inode: Arc<dyn Inode>, mount: Arc<Mount>) -> Arc<Dentry> {
-        let ino = inode.ino().unwrap_or(0);
-        Arc::new(Dentry { name: name.to_vec(), parent: Some(self.clone()), inode, mount, ino })
+        Dentry::make(name.to_vec(), Some(self.clone()), inode, mount)
     }
 
-    pub fn parent(&self) -> Option<&Arc<Dentry>> {
-        self.parent.as_ref()
+    /// The remembered child `name`, if it is still alive.
+    pub fn cached_child(&self, name: &[u8]) -> Option<Arc<Dentry>> {
+        let d = self.children.lock().unwrap().get(name)?.upgrade()?;
+        keep_recent(&d);
+        Some(d)
     }
 
-    pub fn name(&self) -> &[u8] {
-        &self.name
+    /// Remembers `inode` as the child `name`; returns the dentry, or the
+    /// one another lookup remembered first.
+    pub fn cache_child(self: &Arc<Self>, name: &[u8], inode: Arc<dyn Inode>) -> Arc<Dentry> {
+        let mut children = self.children.lock().unwrap();
+        if let Some(d) = children.get(name).and_then(Weak::upgrade) {
+            return d;
+        }
+        if children.len() > 64 && children.len().is_power_of_two() {
+            children.retain(|_, w| w.strong_count() > 0);
+        }
+        let d = Dentry::make(name.to_vec(), Some(self.clone()), inode, self.mount.clone());
+        children.insert(name.to_vec(), Arc::downgrade(&d));
+        drop(children);
+        keep_recent(&d);
+        d
+    }
+
+    /// Forgets the child `name` after it was removed: its dentry, if alive,
+    /// is marked deleted.
+    pub fn forget_child(&self, name: &[u8]) {
+        if let Some(d) = self.children.lock().unwrap().remove(name).and_then(|w| w.upgrade()) {
+            d.deleted.store(true, Ordering::Release);
+        }
+    }
+
+    /// Marks this name removed (an unlinked file still open).
+    pub fn set_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+    }
+
+    /// Moves the remembered child `old` of `old_dir` to `new` in `new_dir`
+    /// after the file system renamed it; a dentry `new` named before is
+    /// deleted (it was replaced). With `exchange`, the two swap places.
+    /// Callers hold [`RENAME_LOCK`].
+    pub fn move_child(old_dir: &Arc<Dentry>, old: &[u8], new_dir: &Arc<Dentry>, new: &[u8], exchange: bool) {
+        let moved = old_dir.children.lock().unwrap().remove(old).and_then(|w| w.upgrade());
+        let replaced = new_dir.children.lock().unwrap().remove(new).and_then(|w| w.upgrade());
+        if let Some(d) = &moved {
+            *d.link.write().unwrap() = Link { name: new.to_vec(), parent: Some(new_dir.clone()) };
+            new_dir.children.lock().unwrap().insert(new.to_vec(), Arc::downgrade(d));
+        }
+        if let Some(r) = replaced {
+            if exchange {
+                *r.link.write().unwrap() = Link { name: old.to_vec(), parent: Some(old_dir.clone()) };
+                old_dir.children.lock().unwrap().insert(old.to_vec(), Arc::downgrade(&r));
+            } else {
+                r.deleted.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    pub fn parent(&self) -> Option<Arc<Dentry>> {
+        self.link.read().unwrap().parent.clone()
+    }
+
+    pub fn name(&self) -> Vec<u8> {
+        self.link.read().unwrap().name.clone()
+    }
+
+    /// True once the name was removed.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
     }
 
     pub fn ino(&self) -> u64 {
@@ -89,47 +196,66 @@ impl Dentry {
         Arc::ptr_eq(a, b) || (a.mount.id == b.mount.id && a.ino == b.ino)
     }
 
+    /// True if `self` is `ancestor` or below it.
+    pub fn is_below(self: &Arc<Self>, ancestor: &Arc<Dentry>) -> bool {
+        let mut d = self.clone();
+        loop {
+            if Dentry::same(&d, ancestor) {
+                return true;
+            }
+            match d.parent() {
+                Some(p) => d = p,
+                None => return false,
+            }
+        }
+    }
+
     /// Absolute path from the sandbox root.
     pub fn path(&self) -> Vec<u8> {
-        let mut parts: Vec<&[u8]> = Vec::new();
-        let mut d = self;
-        while let Some(p) = &d.parent {
-            parts.push(&d.name);
-            d = p;
+        let mut parts: Vec<Vec<u8>> = Vec::new();
+        let (mut name, mut parent) = {
+            let l = self.link.read().unwrap();
+            (l.name.clone(), l.parent.clone())
+        };
+        while let Some(p) = parent {
+            parts.push(name);
+            let l = p.link.read().unwrap();
+            (name, parent) = (l.name.clone(), l.parent.clone());
         }
-        if parts.is_empty() {
-            return b"/".to_vec();
-        }
-        let mut out = Vec::new();
-        for p in parts.iter().rev() {
-            out.push(b'/');
-            out.extend_from_slice(p);
-        }
-        out
+        join(parts)
     }
 
     /// Path relative to `root` if inside it (for getcwd under a chroot);
     /// None if this dentry is not below `root`.
     pub fn path_from(self: &Arc<Self>, root: &Arc<Dentry>) -> Option<Vec<u8>> {
-        let mut parts: Vec<&[u8]> = Vec::new();
-        let mut d: &Arc<Dentry> = self;
+        let mut parts: Vec<Vec<u8>> = Vec::new();
+        let mut d: Arc<Dentry> = self.clone();
         loop {
-            if Dentry::same(d, root) {
+            if Dentry::same(&d, root) {
                 break;
             }
-            parts.push(&d.name);
-            d = d.parent.as_ref()?;
+            let (name, parent) = {
+                let l = d.link.read().unwrap();
+                (l.name.clone(), l.parent.clone()?)
+            };
+            parts.push(name);
+            d = parent;
         }
-        if parts.is_empty() {
-            return Some(b"/".to_vec());
-        }
-        let mut out = Vec::new();
-        for p in parts.iter().rev() {
-            out.push(b'/');
-            out.extend_from_slice(p);
-        }
-        Some(out)
+        Some(join(parts))
     }
+}
+
+/// "/a/b" from ["b", "a"]; "/" from none.
+fn join(parts: Vec<Vec<u8>>) -> Vec<u8> {
+    if parts.is_empty() {
+        return b"/".to_vec();
+    }
+    let mut out = Vec::new();
+    for p in parts.iter().rev() {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    out
 }
 
 /// A mount point: the mount and inode of the directory mounted over, and the

@@ -83,6 +83,21 @@ fn mem_device(kind: MemDevice, minor: u32) -> Arc<dyn Inode> {
     inode
 }
 
+/// Opens a device node made by mknod elsewhere (a tmpfs): the memory
+/// devices by their numbers, as Linux's chrdev_open finds their driver;
+/// ENXIO for any other number, as for a device with no driver.
+pub fn open_device(rdev: u64, _flags: super::OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    let kind = match (super::dev_major(rdev), super::dev_minor(rdev)) {
+        (1, 3) => MemDevice::Null,
+        (1, 5) => MemDevice::Zero,
+        (1, 7) => MemDevice::Full,
+        (1, 8) | (1, 9) => MemDevice::Random,
+        _ => return Err(FsError::NoDevice),
+    };
+    let stat = mem_device(kind, super::dev_minor(rdev)).stat()?;
+    Ok(Arc::new(MemDeviceFile { kind, stat }))
+}
+
 /// A /dev/null node, which a masked file of the root shows instead of
 /// itself (as OCI runtimes bind /dev/null over masked files).
 pub fn null_device() -> Arc<dyn Inode> {

@@ -18,6 +18,7 @@ pub mod proc;
 pub mod stdio;
 pub mod synthetic;
 pub mod sys;
+pub mod tmpfs;
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -495,10 +496,11 @@ pub trait Inode: AsAny {
     fn lookup(&self, _name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
         Err(FsError::NotDirectory)
     }
-    /// True if the names below this directory may change behind the
-    /// sentry's back (a host directory others can write), so that a
-    /// remembered lookup must not be trusted.
-    fn volatile_names(&self) -> bool {
+    /// True if the names in this directory change only through this
+    /// inode's own operations, so that a lookup may be remembered: file
+    /// systems held by the sentry. Not for /proc (processes come and go) or
+    /// host directories others may change.
+    fn stable_names(&self) -> bool {
         false
     }
     /// The target of a symlink.
@@ -688,6 +690,18 @@ pub trait FileOps: AsAny {
         _offset: u64,
     ) -> Result<usize, FsError> {
         Err(FsError::Invalid)
+    }
+    /// Writes `bufs` at the end of the file (O_APPEND), finding the end
+    /// and writing under one lock so appenders never overwrite each other;
+    /// returns the count and the new end.
+    fn write_append(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<(usize, u64), FsError> {
+        let end = self.stat()?.size;
+        let n = self.write(ctx, file, bufs, end)?;
+        Ok((n, end + n as u64))
+    }
+    /// fallocate(2) on an open regular file.
+    fn fallocate(&self, _mode: u32, _offset: u64, _len: u64) -> Result<(), FsError> {
+        Err(FsError::NotSupported)
     }
     /// The fewest bytes a `read` or `write` of this file may ask to move;
     /// fewer, even none, is EINVAL (eventfd's 8-byte counter). A vectored

@@ -53,15 +53,22 @@ impl Resolver<'_> {
         if let Some(m) = self.mounts.lookup(dir, name) {
             return Ok(dir.child(name, m.root.clone(), m));
         }
+        if !dir.inode.stable_names() {
+            let inode = dir.inode.lookup(name)?;
+            return Ok(dir.child(name, inode, dir.mount.clone()));
+        }
+        if let Some(d) = dir.cached_child(name) {
+            return Ok(d);
+        }
         let inode = dir.inode.lookup(name)?;
-        Ok(dir.child(name, inode, dir.mount.clone()))
+        Ok(dir.cache_child(name, inode))
     }
 
     fn parent_of(&self, d: &Arc<Dentry>) -> Arc<Dentry> {
         if Dentry::same(d, self.root) {
             return d.clone();
         }
-        d.parent().cloned().unwrap_or_else(|| d.clone())
+        d.parent().unwrap_or_else(|| d.clone())
     }
 
     /// Resolves `path` starting from `start` (the cwd when None) for

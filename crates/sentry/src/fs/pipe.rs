@@ -60,6 +60,11 @@ struct State {
     slots: usize,
     readers: usize,
     writers: usize,
+    /// How many times an end for reading and for writing was opened: a
+    /// FIFO opener waits for the other side's count to move, not for it
+    /// to be nonzero, so a partner that came and went still counts.
+    read_opens: u64,
+    write_opens: u64,
     /// Ends that are both reader and writer (reopened O_RDWR); they wait on
     /// the readable queue for room as well.
     both: usize,
@@ -163,6 +168,8 @@ impl Pipe {
                 slots: DEFAULT_SLOTS,
                 readers: 1,
                 writers: 1,
+                read_opens: 1,
+                write_opens: 1,
                 both: 0,
             }),
             readable: WaitQueue::default(),
@@ -173,6 +180,28 @@ impl Pipe {
         (Arc::new(ReadEnd { pipe: p.clone() }), Arc::new(WriteEnd { pipe: p }))
     }
 
+    /// The pipe of a FIFO, with no ends open yet.
+    pub fn new(mf: Arc<MemoryFile>, owner: (u32, u32)) -> Arc<Pipe> {
+        Arc::new(Pipe {
+            state: Mutex::new(State {
+                mf,
+                bufs: VecDeque::new(),
+                spare: None,
+                len: 0,
+                slots: DEFAULT_SLOTS,
+                readers: 0,
+                writers: 0,
+                read_opens: 0,
+                write_opens: 0,
+                both: 0,
+            }),
+            readable: WaitQueue::default(),
+            writable: WaitQueue::default(),
+            ino: next_ino(),
+            owner,
+        })
+    }
+
     /// Another end of this pipe, as opening /proc/PID/fd/N of one gives
     /// (bash's `<(...)` and `>(...)` work this way): a read end, a write
     /// end, or for O_RDWR one that is both.
@@ -181,9 +210,11 @@ impl Pipe {
         let (read, write) = (flags.readable(), flags.writable());
         if read {
             st.readers += 1;
+            st.read_opens += 1;
         }
         if write {
             st.writers += 1;
+            st.write_opens += 1;
         }
         if read && write {
             st.both += 1;
@@ -497,6 +528,41 @@ impl FileOps for BothEnds {
         // Reads wake this queue too while such an end exists, so it serves
         // for room to write as well.
         Some(&self.pipe.readable)
+    }
+}
+
+/// Opens a FIFO as Linux's fifo_open does: a reader waits for a writer
+/// and a writer for a reader unless O_NONBLOCK is given (then a writer
+/// with no reader gets ENXIO); O_RDWR never waits.
+pub fn open_fifo(ctx: &Context, pipe: &Arc<Pipe>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    let (read, write) = (flags.readable(), flags.writable());
+    let nonblock = flags.contains(OpenFlags::NONBLOCK);
+    if write && !read && nonblock && pipe.state.lock().unwrap().readers == 0 {
+        return Err(FsError::NoDevice);
+    }
+    let (before_r, before_w) = {
+        let st = pipe.state.lock().unwrap();
+        (st.read_opens, st.write_opens)
+    };
+    let end = pipe.open_end(flags)?;
+    if read && write || nonblock {
+        return Ok(end);
+    }
+    let waited = if read {
+        ctx.block_on(&[&pipe.readable], None, || {
+            let st = pipe.state.lock().unwrap();
+            (st.writers > 0 || st.write_opens != before_w).then_some(())
+        })
+    } else {
+        ctx.block_on(&[&pipe.writable], None, || {
+            let st = pipe.state.lock().unwrap();
+            (st.readers > 0 || st.read_opens != before_r).then_some(())
+        })
+    };
+    match waited {
+        Ok(()) => Ok(end),
+        // Dropping the end takes its count back.
+        Err(_) => Err(FsError::Interrupted),
     }
 }
 

@@ -137,7 +137,7 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
         let name = if req.comm_from_file {
             exe.dentry.name()
         } else {
-            req.filename.rsplit(|b| *b == b'/').next().unwrap_or(&req.filename)
+            req.filename.rsplit(|b| *b == b'/').next().unwrap_or(&req.filename).to_vec()
         };
         let comm: Vec<u8> = name.iter().take(15).copied().collect();
         *task.shared.comm.lock().unwrap() = comm.clone();
