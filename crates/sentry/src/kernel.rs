@@ -132,10 +132,15 @@ impl Kernel {
         self.next_tid.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Reports an unsupported system call on stderr, once per number.
+    /// Reports an unsupported system call to cordon's log, once per
+    /// number: never on the application's streams, where it would change
+    /// the program's output. `--debug` or `--log FILE` show the log,
+    /// `--strace` the call itself and `--profile` how often it was made.
     pub fn report_unsupported(&self, nr: u64, name: &str) {
-        if self.reported.lock().unwrap().insert(nr) {
-            crate::diag::line(format_args!("cordon: unsupported system call {name} ({nr}), returning ENOSYS"));
+        // Numbers past any Linux has are one entry, so that a program
+        // trying every number cannot grow the set.
+        if self.reported.lock().unwrap().insert(nr.min(crate::stats::MAX_NR as u64)) {
+            tracing::warn!("unsupported system call {name} ({nr}), returning ENOSYS");
         }
     }
 
