@@ -161,5 +161,8 @@ fn unsupported_calls_are_reported_only_where_asked() {
 
     let traced = sandbox(&["--strace"], p, &[], None);
     let err = String::from_utf8_lossy(&traced.stderr);
-    assert!(err.lines().any(|l| l.contains("tuxcall(") && l.ends_with("= -1 ENOSYS (Function not implemented)")), "{err}");
+    assert!(
+        err.lines().any(|l| l.contains("tuxcall(") && l.ends_with("= -1 ENOSYS (Function not implemented)")),
+        "{err}"
+    );
 }

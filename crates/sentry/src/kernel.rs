@@ -45,6 +45,13 @@ pub struct KernelConfig {
     pub strace: bool,
     /// Host name the sandbox reports at first.
     pub hostname: String,
+    /// CPUs the sandbox shows its programs (`--cpus`, else the host's):
+    /// what sched_getaffinity, /proc/cpuinfo and /sys count.
+    pub cpus: usize,
+    /// `--cpus`, which the sandbox's cgroup shows as its CPU quota.
+    pub cpu_limit: Option<u32>,
+    /// This sandbox's /proc/sys/kernel/random/boot_id.
+    pub boot_id: [u8; 16],
     /// For cordon's own tests: system call [`TEST_PANIC_SYSCALL`] panics
     /// in the sentry, as a bug would.
     ///
@@ -125,6 +132,12 @@ impl Kernel {
     pub fn start_services(self: &Arc<Self>) {
         self.timers.start(Arc::downgrade(self));
         self.clock.start();
+    }
+
+    /// Thread ids handed out so far: every clone since the sandbox started
+    /// (/proc/stat's `processes`, /proc/loadavg's last pid).
+    pub fn tids_allocated(&self) -> i32 {
+        self.next_tid.load(Ordering::Relaxed) - 1
     }
 
     /// A new thread id (also the pid of a new process).
