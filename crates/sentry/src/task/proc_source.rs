@@ -9,6 +9,7 @@ use super::{TaskShared, ThreadGroup};
 
 use crate::fs::pipe::PipeInode;
 use crate::fs::proc::{FdTarget, ProcSource};
+use crate::fs::stdio::StreamInode;
 use crate::fs::sys::SysSource;
 use crate::fs::{Dentry, FsError};
 use crate::kernel::Kernel;
@@ -362,6 +363,18 @@ impl ProcSource for KernelProcSource {
                         inode: Some(Arc::new(PipeInode(p.clone())) as Arc<dyn crate::fs::Inode>),
                     },
                     (None, Some(d)) => FdTarget::Named(d.clone()),
+                    // The caller's streams open again, as what they are.
+                    (None, None) if e.file.ops.host_fd().is_some() => {
+                        let st = e.file.ops.stat().ok();
+                        let desc = match st {
+                            Some(s) if s.file_type() == crate::fs::FileType::Fifo => format!("pipe:[{}]", s.ino),
+                            _ => e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").to_string(),
+                        };
+                        FdTarget::Anonymous {
+                            desc: desc.into_bytes(),
+                            inode: Some(Arc::new(StreamInode(e.file.ops.clone())) as Arc<dyn crate::fs::Inode>),
+                        }
+                    }
                     (None, None) => FdTarget::Anonymous {
                         desc: e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").as_bytes().to_vec(),
                         inode: None,
