@@ -254,6 +254,9 @@ fn only_the_writable_bind_mount_changes_on_the_host() {
         String::from_utf8_lossy(&n.stderr)
     );
 
+    // A name of its own, to tell whether it reached the host's /tmp.
+    let tmp_file = format!("/tmp/cordon-host-unchanged-{}.txt", std::process::id());
+    let _ = std::fs::remove_file(&tmp_file);
     let before = snapshot(&base);
     let s = run(
         Command::new(cordon())
@@ -266,7 +269,8 @@ fn only_the_writable_bind_mount_changes_on_the_host() {
             .arg(format!("{}:/mnt/ro:ro", ro.display()))
             .args(["--", "/bin/sh", "-c", SCRIPT, "sh"])
             .arg(&tree)
-            .args(["/mnt/vol", "/tmp/host-unchanged.txt"]),
+            .arg("/mnt/vol")
+            .arg(&tmp_file),
         "the script in the sandbox",
     );
     let after = snapshot(&base);
@@ -325,7 +329,7 @@ fn only_the_writable_bind_mount_changes_on_the_host() {
         host_vol.iter().map(|(p, (k, m, s, _))| format!("{} {k} {m:o} {s}", p.display())).collect::<Vec<_>>(),
         native_vol.iter().map(|(p, (k, m, s, _))| format!("{} {k} {m:o} {s}", p.display())).collect::<Vec<_>>(),
     );
-    assert!(!Path::new("/tmp/host-unchanged.txt").exists(), "the sandbox's /tmp file appeared in the host's /tmp");
+    assert!(!Path::new(&tmp_file).exists(), "the sandbox's /tmp file {tmp_file} appeared in the host's /tmp");
 }
 
 /// Each write a program can try on a read-only bind mount. Linux answers
