@@ -257,7 +257,7 @@ impl Sandbox {
                     } else {
                         (0, 0)
                     };
-                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new(kernel.mf.clone(), 0o755, uid, gid, None))
+                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new_root(kernel.mf.clone(), 0o755, uid, gid, None))
                 } else {
                     Mount::new("devtmpfs", "masked", true, dev::null_device())
                 };
@@ -268,8 +268,13 @@ impl Sandbox {
             let place =
                 mount_point(kernel, path, true).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
             if let Some((dir, name, None)) = place {
-                let home =
-                    Tmpfs::new(kernel.mf.clone(), 0o755, config.creds.uid.effective, config.creds.gid.effective, None);
+                let home = Tmpfs::new_root(
+                    kernel.mf.clone(),
+                    0o755,
+                    config.creds.uid.effective,
+                    config.creds.gid.effective,
+                    None,
+                );
                 kernel.mounts.mount(&dir, &name, Mount::new("tmpfs", "tmpfs", false, home));
             }
         }
@@ -285,8 +290,13 @@ impl Sandbox {
             }
             // Owned by the sandbox's first user, as a runtime's tmpfs is by
             // the container's root.
-            let root =
-                Tmpfs::new(kernel.mf.clone(), t.mode, config.creds.uid.effective, config.creds.gid.effective, t.size);
+            let root = Tmpfs::new_root(
+                kernel.mf.clone(),
+                t.mode,
+                config.creds.uid.effective,
+                config.creds.gid.effective,
+                t.size,
+            );
             kernel.mounts.mount(&dir, &name, Mount::new("tmpfs", "tmpfs", false, root));
         }
         for b in &config.binds {
