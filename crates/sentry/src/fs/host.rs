@@ -547,9 +547,12 @@ impl Inode for HostInode {
         Ok(rustix::fs::renameat_with(dir, one_name(old_name)?, to, one_name(new_name)?, host_flags)?)
     }
 
-    fn tmpfile(&self, _: &Context, node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+    fn tmpfile(&self, _: &Context, node: NewNode, linkable: bool) -> Result<Arc<dyn Inode>, FsError> {
         let dir = self.changeable_dir()?;
-        let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+        let mut flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+        if !linkable {
+            flags |= OFlags::EXCL;
+        }
         let fd = rustix::fs::openat(dir, ".", flags, Mode::from_raw_mode(node.mode & 0o7777))?;
         let open = fd.try_clone().map_err(host_err)?;
         let inode = HostInode::from_fd(self.fs.clone(), fd, self.writable)?;
