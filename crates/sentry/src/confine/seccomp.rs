@@ -65,8 +65,9 @@ const ALLOWED: &[libc::c_long] = &[
     libc::SYS_faccessat2,
     libc::SYS_readlinkat,
     libc::SYS_getdents64,
-    libc::SYS_fgetxattr,
-    libc::SYS_flistxattr,
+    // Extended attributes, asked through /proc/self/fd links.
+    libc::SYS_getxattr,
+    libc::SYS_listxattr,
     // A panic's backtrace (RUST_BACKTRACE) names files relative to it.
     libc::SYS_getcwd,
     libc::SYS_fsync,
@@ -136,8 +137,8 @@ const HOST_FILE_CHANGES: &[libc::c_long] = &[
     libc::SYS_fchmodat,
     libc::SYS_fchownat,
     libc::SYS_utimensat,
-    libc::SYS_fsetxattr,
-    libc::SYS_fremovexattr,
+    libc::SYS_setxattr,
+    libc::SYS_removexattr,
     // Appending (RWF_APPEND).
     libc::SYS_pwritev2,
 ];

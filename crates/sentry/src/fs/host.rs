@@ -331,15 +331,13 @@ impl HostInode {
         Ok(Arc::new(HostInode::from_fd(self.fs.clone(), fd, self.writable)?))
     }
 
-    /// A descriptor of this object open for reading its extended
-    /// attributes (regular files and directories; others have none the
-    /// sandbox may see).
-    fn xattr_fd(&self) -> Result<OwnedFd, FsError> {
-        match self.ftype {
-            FileType::Regular => self.fs.reopen(&self.fd, OFlags::RDONLY | OFlags::NONBLOCK),
-            FileType::Directory => self.fs.reopen(&self.fd, OFlags::RDONLY | OFlags::DIRECTORY),
-            _ => Err(FsError::NotSupported),
-        }
+    /// A path to this very object for the calls on extended attributes:
+    /// its descriptor's /proc link, which those calls follow to the object
+    /// (a symlink's too, without following the symlink), as none of them
+    /// takes an O_PATH descriptor. Opening the file instead would ask the
+    /// host for read permission, which Linux's xattr calls do not need.
+    fn xattr_path(&self) -> String {
+        format!("/proc/self/fd/{}", self.fd.as_raw_fd())
     }
 
     /// The host file's key in the page caches.
@@ -597,12 +595,8 @@ impl Inode for HostInode {
     }
 
     fn getxattr(&self, name: &[u8]) -> Result<Vec<u8>, FsError> {
-        let fd = match self.xattr_fd() {
-            Err(FsError::NotSupported) => return Err(FsError::NoData),
-            r => r?,
-        };
         let mut value = Vec::with_capacity(XATTR_SIZE_MAX);
-        rustix::fs::fgetxattr(&fd, name, rustix::buffer::spare_capacity(&mut value))?;
+        rustix::fs::getxattr(self.xattr_path().as_str(), name, rustix::buffer::spare_capacity(&mut value))?;
         Ok(value)
     }
 
@@ -613,22 +607,13 @@ impl Inode for HostInode {
         if !name.starts_with(USER_XATTR_PREFIX) {
             return Err(FsError::NotSupported);
         }
-        if !matches!(self.ftype, FileType::Regular | FileType::Directory) {
-            // As Linux: user attributes only on files and directories.
-            return Err(FsError::NotPermitted);
-        }
-        let fd = self.xattr_fd()?;
         let flags = rustix::fs::XattrFlags::from_bits_retain(flags);
-        Ok(rustix::fs::fsetxattr(&fd, name, value, flags)?)
+        Ok(rustix::fs::setxattr(self.xattr_path().as_str(), name, value, flags)?)
     }
 
     fn listxattr(&self) -> Result<Vec<Vec<u8>>, FsError> {
-        let fd = match self.xattr_fd() {
-            Err(FsError::NotSupported) => return Ok(Vec::new()),
-            r => r?,
-        };
         let mut list = Vec::with_capacity(XATTR_LIST_MAX);
-        rustix::fs::flistxattr(&fd, rustix::buffer::spare_capacity(&mut list))?;
+        rustix::fs::listxattr(self.xattr_path().as_str(), rustix::buffer::spare_capacity(&mut list))?;
         Ok(list.split(|b| *b == 0).filter(|n| !n.is_empty()).map(|n| n.to_vec()).collect())
     }
 
@@ -639,11 +624,7 @@ impl Inode for HostInode {
         if !name.starts_with(USER_XATTR_PREFIX) {
             return Err(FsError::NotSupported);
         }
-        let fd = match self.xattr_fd() {
-            Err(FsError::NotSupported) => return Err(FsError::NoData),
-            r => r?,
-        };
-        Ok(rustix::fs::fremovexattr(&fd, name)?)
+        Ok(rustix::fs::removexattr(self.xattr_path().as_str(), name)?)
     }
 
     fn read_only(&self) -> bool {
