@@ -83,6 +83,48 @@ fn a_writable_bind_changes_the_host_as_a_native_run_does() {
     }
 }
 
+/// The same as a user who is not root: the sentry keeps that user's
+/// identity and writes where it could, and a file made with a mode that
+/// denies writing is still written through the descriptor that made it.
+#[test]
+fn a_writable_bind_of_a_user_who_is_not_root_changes_the_host_as_natively() {
+    use std::os::unix::process::CommandExt;
+    require_kvm!();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: making a KVM device node for another user needs root");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let scratch = scratch_dir("bind-writes-nobody").canonicalize().unwrap();
+    std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let kvm = common::kvm_node_for(&scratch, NOBODY);
+    let as_nobody = |mut cmd: std::process::Command| {
+        cmd.uid(NOBODY).gid(NOBODY).current_dir("/");
+        common::run_with(cmd, None)
+    };
+    for v in VARIANTS {
+        let prog = c_program("bind_writes", v);
+        let native_dir = scratch.join(format!("native-{v}"));
+        let bound_dir = scratch.join(format!("bound-{v}"));
+        for dir in [&native_dir, &bound_dir] {
+            starting_tree(dir);
+            for p in [dir.clone(), dir.join("existing")] {
+                std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY)).unwrap();
+            }
+        }
+        let mut cmd = std::process::Command::new(&prog);
+        cmd.arg(&native_dir);
+        let n = as_nobody(cmd);
+        assert!(n.status.success(), "bind_writes-{v} fails natively as nobody, so the test is wrong:\n{}", text(&n));
+        let mut cmd = std::process::Command::new(common::cordon());
+        cmd.arg("run").arg("--kvm-device").arg(&kvm).arg("-v").arg(format!("{}:/data", bound_dir.display()));
+        cmd.arg("--").arg(&prog).arg("/data");
+        let s = as_nobody(cmd);
+        assert_same(&format!("bind_writes-{v} as nobody"), &s, &n);
+        assert_eq!(snapshot(&bound_dir, false), snapshot(&native_dir, false), "bind_writes-{v}: the trees differ");
+    }
+}
+
 /// `:ro` refuses every change with EROFS, and the host is untouched.
 #[test]
 fn a_read_only_bind_refuses_changes() {
@@ -224,7 +266,12 @@ fn nothing_outside_a_writable_bind_is_reached() {
             swaps
         })
     };
-    let out = sandbox(&["--rootfs", root.to_str().unwrap(), "-v", &format!("{}:/b", src.display()), "-w", "/"], "/prog", &[MARKER, scratch.to_str().unwrap()], None);
+    let out = sandbox(
+        &["--rootfs", root.to_str().unwrap(), "-v", &format!("{}:/b", src.display()), "-w", "/"],
+        "/prog",
+        &[MARKER, scratch.to_str().unwrap()],
+        None,
+    );
     stop.store(true, Ordering::Relaxed);
     racer.join().expect("racer");
 
