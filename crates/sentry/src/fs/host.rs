@@ -571,8 +571,8 @@ impl Inode for HostInode {
             self.fs.forget_cache(self.cache_key());
         }
         if attr.uid.is_some() || attr.gid.is_some() {
-            let uid = attr.uid.map(|u| rustix::fs::Uid::from_raw(u));
-            let gid = attr.gid.map(|g| rustix::fs::Gid::from_raw(g));
+            let uid = attr.uid.map(rustix::fs::Uid::from_raw);
+            let gid = attr.gid.map(rustix::fs::Gid::from_raw);
             rustix::fs::chownat(&self.fd, "", uid, gid, AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW)?;
         }
         if let Some(mode) = attr.mode {
