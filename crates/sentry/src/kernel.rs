@@ -59,6 +59,8 @@ pub struct Kernel {
     pub mounts: MountTable,
     /// The sandbox's `/`.
     pub root: Arc<Dentry>,
+    /// The unmounted tmpfs memfds live in (Linux's shm_mnt).
+    pub memfd_root: Arc<Dentry>,
     pub config: KernelConfig,
     /// The host name uname reports; sethostname changes it.
     pub hostname: Mutex<Vec<u8>>,
@@ -92,9 +94,15 @@ impl Kernel {
     ) -> Arc<Kernel> {
         let k = Arc::new(Kernel {
             platform,
-            mf,
+            mf: mf.clone(),
             mounts: MountTable::default(),
             root: Dentry::root(root_mount),
+            memfd_root: Dentry::root(crate::fs::Mount::new(
+                "tmpfs",
+                "memfd",
+                false,
+                crate::fs::tmpfs::Tmpfs::new(mf.clone(), 0o1777, 0, 0, None),
+            )),
             hostname: Mutex::new(config.hostname.as_bytes().to_vec()),
             config,
             facts,

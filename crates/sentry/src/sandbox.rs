@@ -292,7 +292,13 @@ impl Sandbox {
     fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
         let root = kernel.root.clone();
         let cwd = {
-            let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts, creds: &config.creds };
+            let r = crate::fs::Resolver {
+                root: &root,
+                cwd: &root,
+                mounts: &kernel.mounts,
+                creds: &config.creds,
+                restrict: crate::fs::path::Restrict::empty(),
+            };
             r.resolve(None, &config.cwd, Lookup { follow: true, directory: true }).map_err(|e| {
                 SandboxError::Setup(format!("working directory {}: {e}", String::from_utf8_lossy(&config.cwd)))
             })?
@@ -438,7 +444,13 @@ fn mount_point(kernel: &Kernel, path: &[u8], make: bool) -> Result<Option<MountP
     // The sandbox's own set-up may search anywhere.
     let creds = Creds::new(0, 0, Vec::new());
     let root = kernel.root.clone();
-    let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts, creds: &creds };
+    let r = crate::fs::Resolver {
+        root: &root,
+        cwd: &root,
+        mounts: &kernel.mounts,
+        creds: &creds,
+        restrict: crate::fs::path::Restrict::empty(),
+    };
     let comps: Vec<&[u8]> = path.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
     let Some((last, dirs)) = comps.split_last() else { return Err(FsError::Invalid) };
     let mut dir = root.clone();

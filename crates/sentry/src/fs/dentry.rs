@@ -253,6 +253,18 @@ impl Dentry {
     }
 }
 
+impl crate::mm::MapPath for Dentry {
+    /// The path, with " (deleted)" once the name is gone, as Linux's
+    /// d_path shows it.
+    fn map_path(&self) -> Vec<u8> {
+        let mut p = self.path();
+        if self.is_deleted() {
+            p.extend_from_slice(b" (deleted)");
+        }
+        p
+    }
+}
+
 /// "/a/b" from ["b", "a"]; "/" from none.
 fn join(parts: Vec<Vec<u8>>) -> Vec<u8> {
     if parts.is_empty() {

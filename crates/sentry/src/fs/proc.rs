@@ -45,8 +45,14 @@ pub trait ProcSource: Send + Sync {
 const PROCESS_FILES: &[&str] = &["cmdline", "environ", "maps", "stat", "status", "comm", "auxv", "mounts"];
 const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg", "version", "filesystems", "mounts"];
 
+/// A file's path as /proc shows it: with " (deleted)" once its name is
+/// gone, as Linux's d_path does.
 fn dentry_path(d: &Arc<Dentry>) -> Vec<u8> {
-    d.path()
+    let mut p = d.path();
+    if d.is_deleted() {
+        p.extend_from_slice(b" (deleted)");
+    }
+    p
 }
 
 struct ProcRoot {

@@ -450,9 +450,14 @@ impl Task {
 
     /// Runs `f` with a resolver for this task.
     pub fn with_resolver<R>(&self, f: impl FnOnce(&Resolver) -> R) -> R {
+        self.with_resolver_in(crate::fs::path::Restrict::empty(), f)
+    }
+
+    /// Runs `f` with a resolver for this task under openat2's restrictions.
+    pub fn with_resolver_in<R>(&self, restrict: crate::fs::path::Restrict, f: impl FnOnce(&Resolver) -> R) -> R {
         let fsc = self.fs_context();
         let creds = self.tg.creds();
-        let r = Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &self.kernel.mounts, creds: &creds };
+        let r = Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &self.kernel.mounts, creds: &creds, restrict };
         f(&r)
     }
 

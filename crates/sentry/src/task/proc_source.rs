@@ -332,7 +332,7 @@ fn maps_line(out: &mut Vec<u8>, v: &crate::mm::Vma) {
         Backing::File { file, offset, name, .. } => {
             let n = file.describe();
             let shown = match name {
-                Some(d) => d.path(),
+                Some(d) => d.map_path(),
                 None => n.path.into_bytes(),
             };
             (*offset, n.dev, n.ino, shown)
