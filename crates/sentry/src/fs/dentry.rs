@@ -14,6 +14,7 @@ fn fs_magic(fs_type: &str) -> u64 {
         "proc" => 0x9fa0,
         "devtmpfs" | "tmpfs" => 0x0102_1994,
         "sysfs" => 0x6265_6572,
+        "cgroup2" => 0x6367_7270,
         _ => 0,
     }
 }

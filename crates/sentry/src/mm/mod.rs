@@ -306,6 +306,13 @@ impl MemoryManager {
         self.lock().vmas.iter().cloned().collect()
     }
 
+    /// Copies of the VMAs, each with the pages of it backed by frames
+    /// (/proc/PID/smaps and statm).
+    pub fn vmas_resident(&self) -> Vec<(Vma, u64)> {
+        let st = self.lock();
+        st.vmas.iter().map(|v| (v.clone(), st.pages.range(v.start..v.end).count() as u64)).collect()
+    }
+
     /// Pages currently backed by frames.
     pub fn resident_pages(&self) -> usize {
         self.lock().pages.len()
