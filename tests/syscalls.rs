@@ -197,3 +197,9 @@ fn maps_show_the_sandboxes_numbers() {
     }
     assert!(files >= 2, "file mappings in:\n{maps}");
 }
+
+#[test]
+fn pseudo_terminals() {
+    require_kvm!();
+    c_test("pty", &[]);
+}

@@ -19,5 +19,6 @@ pub mod signal;
 pub mod stats;
 pub mod syscalls;
 pub mod task;
+pub mod terminal;
 pub mod timers;
 pub mod vdso;

@@ -88,9 +88,9 @@ pub fn null_device() -> Arc<dyn Inode> {
     mem_device(MemDevice::Null, 3)
 }
 
-/// The root of /dev.
-pub fn new_devfs() -> Arc<dyn Inode> {
-    let entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![
+/// The root of /dev, with the terminals of `devpts`.
+pub fn new_devfs(devpts: &Arc<super::tty::Devpts>) -> Arc<dyn Inode> {
+    let mut entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![
         (b"null".to_vec(), mem_device(MemDevice::Null, 3)),
         (b"zero".to_vec(), mem_device(MemDevice::Zero, 5)),
         (b"full".to_vec(), mem_device(MemDevice::Full, 7)),
@@ -100,7 +100,7 @@ pub fn new_devfs() -> Arc<dyn Inode> {
         (b"stdout".to_vec(), SynthSymlink::inode(b"/proc/self/fd/1")),
         (b"stderr".to_vec(), SynthSymlink::inode(b"/proc/self/fd/2")),
         (b"fd".to_vec(), SynthSymlink::inode(b"/proc/self/fd")),
-        (b"pts".to_vec(), SynthDir::new(vec![]) as Arc<dyn Inode>),
     ];
+    entries.extend(super::tty::dev_entries(devpts));
     SynthDir::new(entries)
 }

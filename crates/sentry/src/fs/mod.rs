@@ -17,6 +17,7 @@ pub mod proc;
 pub mod stdio;
 pub mod synthetic;
 pub mod sys;
+pub mod tty;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -593,6 +594,11 @@ pub trait FileOps: Send + Sync {
     }
     /// The process behind a process descriptor.
     fn pidfd(&self) -> Option<&Arc<crate::task::ThreadGroup>> {
+        None
+    }
+    /// The pseudo-terminal pair behind a pty master (TIOCGPTPEER opens its
+    /// slave).
+    fn pty_master(&self) -> Option<&Arc<tty::Pty>> {
         None
     }
 }
