@@ -64,6 +64,7 @@ impl From<FsError> for Errno {
             FsError::TooManyLinks => Errno::EMLINK,
             FsError::Range => Errno::ERANGE,
             FsError::NoMemory => Errno::ENOMEM,
+            FsError::Deadlock => Errno::EDEADLK,
             FsError::Host(e) => e,
         }
     }
