@@ -96,8 +96,9 @@ impl Instance {
                 q.bytes += overflow.size();
                 q.events.push_back(overflow);
             } else {
-                if last.is_some_and(|l| l.mask & IN_IGNORED == 0 && l.mask == ev.mask && l.wd == ev.wd && l.name == ev.name)
-                {
+                if last.is_some_and(|l| {
+                    l.mask & IN_IGNORED == 0 && l.mask == ev.mask && l.wd == ev.wd && l.name == ev.name
+                }) {
                     return;
                 }
                 q.bytes += ev.size();
@@ -143,6 +144,9 @@ fn drop_watch(watches: &mut HashMap<FileKey, Vec<Watch>>, key: FileKey, instance
 /// `key`. With `unlinked`, watches that asked for IN_EXCL_UNLINK hear
 /// nothing. A one-shot watch goes after its event.
 fn deliver(key: FileKey, mask: u32, cookie: u32, name: &[u8], unlinked: bool) {
+    // inotify never told directories apart in these two, and Linux keeps
+    // it so.
+    let mask = if mask & (IN_MOVE_SELF | IN_DELETE_SELF) != 0 { mask & !IN_ISDIR } else { mask };
     let mut guard = WATCHES.lock().unwrap();
     let Some(watches) = guard.as_mut() else { return };
     let Some(list) = watches.get(&key) else { return };
@@ -222,8 +226,7 @@ pub fn notify_gone(d: &Dentry) {
     let mut guard = WATCHES.lock().unwrap();
     let Some(watches) = guard.as_mut() else { return };
     let Some(list) = watches.get(&key) else { return };
-    let doomed: Vec<(Arc<Instance>, i32)> =
-        list.iter().filter_map(|w| Some((w.instance.upgrade()?, w.wd))).collect();
+    let doomed: Vec<(Arc<Instance>, i32)> = list.iter().filter_map(|w| Some((w.instance.upgrade()?, w.wd))).collect();
     for (instance, wd) in doomed {
         drop_watch(watches, key, &instance, wd);
     }
@@ -345,9 +348,9 @@ impl FileOps for Inotify {
         let out = match self.take(room) {
             Some(r) => r?,
             None if file.flags().contains(OpenFlags::NONBLOCK) => return Err(FsError::WouldBlock),
-            None => ctx
-                .block_on(&[&self.instance.queue], None, || self.take(room))
-                .map_err(|_| FsError::Interrupted)??,
+            None => {
+                ctx.block_on(&[&self.instance.queue], None, || self.take(room)).map_err(|_| FsError::Interrupted)??
+            }
         };
         let mut done = 0;
         for b in bufs {

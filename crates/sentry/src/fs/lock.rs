@@ -50,9 +50,7 @@ impl RecordLock {
 
     /// Would `self`, held by another owner, keep `req` from being granted?
     fn blocks(&self, req: &RecordLock) -> bool {
-        self.owner != req.owner
-            && self.overlaps(req)
-            && (self.kind == LockKind::Write || req.kind == LockKind::Write)
+        self.owner != req.owner && self.overlaps(req) && (self.kind == LockKind::Write || req.kind == LockKind::Write)
     }
 }
 
@@ -127,7 +125,10 @@ static FILES: Mutex<Option<HashMap<FileKey, Arc<FileLocks>>>> = Mutex::new(None)
 /// lock asked for. Held while a blocking request is tried and while the
 /// chain of waiters is followed, so two owners can never both start
 /// waiting on each other (Linux's blocked_lock_lock).
-static WAITING: Mutex<Option<HashMap<LockOwner, (Arc<FileLocks>, RecordLock)>>> = Mutex::new(None);
+static WAITING: Mutex<Option<Waiting>> = Mutex::new(None);
+
+/// Each waiting owner's file and request.
+type Waiting = HashMap<LockOwner, (Arc<FileLocks>, RecordLock)>;
 
 /// How many owners a chain of waiters is followed through before giving
 /// up on finding a cycle (Linux's MAX_DEADLK_ITERATIONS is 10).
@@ -171,7 +172,13 @@ pub fn flock(ctx: &Context, key: FileKey, file: u64, kind: Option<LockKind>, non
     r
 }
 
-fn flock_in(ctx: &Context, locks: &FileLocks, file: u64, kind: Option<LockKind>, nonblock: bool) -> Result<(), FsError> {
+fn flock_in(
+    ctx: &Context,
+    locks: &FileLocks,
+    file: u64,
+    kind: Option<LockKind>,
+    nonblock: bool,
+) -> Result<(), FsError> {
     {
         let mut st = locks.state.lock().unwrap();
         if let Some(i) = st.flocks.iter().position(|(f, _)| *f == file) {
@@ -186,8 +193,7 @@ fn flock_in(ctx: &Context, locks: &FileLocks, file: u64, kind: Option<LockKind>,
     let Some(kind) = kind else { return Ok(()) };
     let try_lock = || {
         let mut st = locks.state.lock().unwrap();
-        let conflict =
-            st.flocks.iter().any(|(f, k)| *f != file && (*k == LockKind::Write || kind == LockKind::Write));
+        let conflict = st.flocks.iter().any(|(f, k)| *f != file && (*k == LockKind::Write || kind == LockKind::Write));
         (!conflict).then(|| st.flocks.push((file, kind)))
     };
     if try_lock().is_some() {
@@ -202,8 +208,7 @@ fn flock_in(ctx: &Context, locks: &FileLocks, file: u64, kind: Option<LockKind>,
 /// F_GETLK: the first lock that would keep `req` from being granted.
 pub fn test(key: FileKey, req: &RecordLock) -> Option<RecordLock> {
     let locks = existing(key)?;
-    let found = locks.state.lock().unwrap().first_blocker(req);
-    found
+    locks.state.lock().unwrap().first_blocker(req)
 }
 
 /// F_SETLK and F_SETLKW: sets (`req.kind` Some) or clears the owner's
@@ -301,11 +306,7 @@ impl Drop for WaitEntry {
 /// Linux's posix_locks_deadlock: would `me`, waiting for locks of
 /// `blockers`, wait for itself? Follows each blocker to what it waits for
 /// in turn; only POSIX owners wait in [`WAITING`].
-fn closes_cycle(
-    waiting: &HashMap<LockOwner, (Arc<FileLocks>, RecordLock)>,
-    me: LockOwner,
-    mut blockers: Vec<LockOwner>,
-) -> bool {
+fn closes_cycle(waiting: &Waiting, me: LockOwner, mut blockers: Vec<LockOwner>) -> bool {
     let mut steps = 0;
     while let Some(o) = blockers.pop() {
         if o == me {

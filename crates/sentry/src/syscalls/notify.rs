@@ -61,8 +61,7 @@ pub fn inotify_add_watch(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = instance(task, a[0])?;
     let path = read_path(task, a[1])?;
     let start = start_dir(task, g::AT_FDCWD as u64, &path)?;
-    let how =
-        Lookup { follow: mask & inotify::IN_DONT_FOLLOW == 0, directory: mask & inotify::IN_ONLYDIR != 0 };
+    let how = Lookup { follow: mask & inotify::IN_DONT_FOLLOW == 0, directory: mask & inotify::IN_ONLYDIR != 0 };
     let d = task.with_resolver(|r| r.resolve(start.as_ref(), &path, how))?;
     crate::fs::permission(&d, &task.tg.creds(), MAY_READ)?;
     let ino = f.ops.downcast_ref::<Inotify>().expect("checked");
