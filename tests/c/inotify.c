@@ -144,6 +144,11 @@ static void script(void) {
     drain("chown to the same owner");
     CHECK_OK(truncate(at("a/f"), 2));
     drain("truncate");
+    fd = open(at("a/f"), O_WRONLY);
+    CHECK_OK(fallocate(fd, 0, 0, 100));
+    CHECK_OK(ftruncate(fd, 2));
+    CHECK_OK(close(fd));
+    drain("fallocate and ftruncate");
     CHECK_OK(utimes(at("a/f"), NULL));
     drain("utimes");
     struct timespec mt[2] = {{0, UTIME_OMIT}, {12345, 0}};

@@ -317,6 +317,41 @@ static void test_deadlock(void) {
     if (mine == EDEADLK) setlk(fd, F_SETLK, F_UNLCK, 0, 1);
     int theirs = wait_child(child);
     CHECK((mine == EDEADLK && theirs == 0) || (mine == 0 && theirs == EDEADLK));
+    CHECK_OK(setlk(fd, F_SETLK, F_UNLCK, 0, 0));
+
+    /* A cycle through three processes: byte i is held by process i, which
+     * then waits for byte i+1. Once all three wait, one of them got
+     * EDEADLK; it lets its byte go, and the others' waits are granted in
+     * turn as each finishes. */
+    pid_t kids[2];
+    for (int i = 1; i <= 2; i++) {
+        kids[i - 1] = fork();
+        if (kids[i - 1] == 0) {
+            int c = open_file(O_RDWR);
+            if (setlk(c, F_SETLK, F_WRLCK, i, 1) != 0) _exit(10);
+            put(ready[1]);
+            get(go[0]);
+            int r = setlk(c, F_SETLKW, F_WRLCK, (i + 1) % 3, 1) == 0 ? 0 : errno;
+            if (r == EDEADLK) setlk(c, F_SETLK, F_UNLCK, i, 1);
+            _exit(r);
+        }
+    }
+    CHECK_OK(setlk(fd, F_SETLK, F_WRLCK, 0, 1));
+    get(ready[0]);
+    get(ready[0]);
+    put(go[1]);
+    put(go[1]);
+    mine = setlk(fd, F_SETLKW, F_WRLCK, 1, 1) == 0 ? 0 : errno;
+    if (mine == EDEADLK) setlk(fd, F_SETLK, F_UNLCK, 0, 1);
+    /* Whoever waits for us is granted only when we finish. */
+    CHECK_OK(setlk(fd, F_SETLK, F_UNLCK, 0, 0));
+    int deadlocks = mine == EDEADLK, granted = mine == 0;
+    for (int i = 0; i < 2; i++) {
+        int r = wait_child(kids[i]);
+        deadlocks += r == EDEADLK;
+        granted += r == 0;
+    }
+    CHECK(deadlocks == 1 && granted == 2);
     close(fd);
     close(ready[0]), close(ready[1]), close(go[0]), close(go[1]);
 }
