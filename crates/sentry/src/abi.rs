@@ -48,6 +48,7 @@ pod!(
     g::open_how,
     g::clone_args,
     g::f_owner_ex,
+    g::flock,
     s::sysinfo,
     s::new_utsname,
     u32,
