@@ -92,10 +92,12 @@ impl Kernel {
         facts: AuxFacts,
         clock: Arc<Clock>,
     ) -> Arc<Kernel> {
+        let mounts = MountTable::default();
+        mounts.set_root(root_mount.clone());
         let k = Arc::new(Kernel {
             platform,
             mf: mf.clone(),
-            mounts: MountTable::default(),
+            mounts,
             root: Dentry::root(root_mount),
             memfd_root: Dentry::root(crate::fs::Mount::new(
                 "tmpfs",

@@ -35,14 +35,15 @@ pub trait ProcSource: Send + Sync {
     /// description such as `pipe:[7]`.
     fn fds(&self, pid: i32) -> Vec<(i32, FdTarget)>;
     /// Contents of per-process files: "cmdline", "environ", "maps", "stat",
-    /// "status", "comm", "auxv", "mounts".
+    /// "status", "comm", "auxv", "mounts", "mountinfo".
     fn file(&self, pid: i32, name: &str) -> Option<Vec<u8>>;
     /// Contents of global files: "meminfo", "cpuinfo", "stat", "uptime",
     /// "loadavg", "version", "filesystems", "mounts".
     fn global(&self, name: &str) -> Option<Vec<u8>>;
 }
 
-const PROCESS_FILES: &[&str] = &["cmdline", "environ", "maps", "stat", "status", "comm", "auxv", "mounts"];
+const PROCESS_FILES: &[&str] =
+    &["cmdline", "environ", "maps", "stat", "status", "comm", "auxv", "mounts", "mountinfo"];
 const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg", "version", "filesystems", "mounts"];
 
 /// A file's path as /proc shows it: with " (deleted)" once its name is

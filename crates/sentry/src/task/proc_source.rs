@@ -217,7 +217,8 @@ impl ProcSource for KernelProcSource {
             }
             "status" => Some(status(&k, &tg, &info.comm).into_bytes()),
             "stat" => Some(stat(&k, &tg, &info.comm).into_bytes()),
-            "mounts" => self.global("mounts"),
+            "mounts" => Some(mount_lines(&k, self.root(pid), false)),
+            "mountinfo" => Some(mount_lines(&k, self.root(pid), true)),
             _ => None,
         }
     }
@@ -225,16 +226,10 @@ impl ProcSource for KernelProcSource {
     fn global(&self, name: &str) -> Option<Vec<u8>> {
         let k = self.kernel.upgrade()?;
         match name {
-            "mounts" => {
-                let mut s = String::from("/ / hostfs ro 0 0\n");
-                for (path, m) in k.mounts.list() {
-                    let p = String::from_utf8_lossy(&path);
-                    let _ =
-                        writeln!(s, "{} {} {} {} 0 0", m.source, p, m.fs_type, if m.read_only { "ro" } else { "rw" });
-                }
-                Some(s.into_bytes())
+            "mounts" => Some(mount_lines(&k, self.root(self.current_pid()), false)),
+            "filesystems" => {
+                Some(b"nodev\tsysfs\nnodev\ttmpfs\nnodev\tproc\nnodev\tdevtmpfs\n\thostfs\n".to_vec())
             }
-            "filesystems" => Some(b"nodev\tsysfs\nnodev\tproc\nnodev\tdevtmpfs\n\thostfs\n".to_vec()),
             "uptime" => {
                 let up = k.started.elapsed().as_secs_f64();
                 Some(format!("{up:.2} 0.00\n").into_bytes())
@@ -279,6 +274,85 @@ impl ProcSource for KernelProcSource {
             _ => None,
         }
     }
+}
+
+/// /proc/PID/mounts (`info` false) or /proc/PID/mountinfo: the mounts
+/// of the namespace seen from the process's root `root`, with their mount
+/// points relative to it; those outside it are not shown, as Linux's
+/// seq_path_root leaves them out.
+fn mount_lines(k: &Kernel, root: Option<Arc<Dentry>>, info: bool) -> Vec<u8> {
+    let Some(base) = root.and_then(|r| k.mounts.path_of(&r)) else { return Vec::new() };
+    let mut s = String::new();
+    for e in k.mounts.list() {
+        let Some(at) = below(&e.path, &base) else { continue };
+        let m = &e.mount;
+        let flags = m.flags();
+        let source = if m.source.is_empty() { "none".to_string() } else { mangle(m.source.as_bytes()) };
+        let mut mnt_opts = String::new();
+        flags.show(&mut mnt_opts);
+        let sb_opts = m.sb.options();
+        if info {
+            let dev = m.root.stat().map(|st| st.dev).unwrap_or(0);
+            let mut tags = String::new();
+            let p = m.propagation();
+            if let Some(g) = p.shared {
+                let _ = write!(tags, " shared:{g}");
+            }
+            if let Some(g) = p.master {
+                let _ = write!(tags, " master:{g}");
+            }
+            if p.unbindable {
+                tags.push_str(" unbindable");
+            }
+            let _ = writeln!(
+                s,
+                "{} {} {}:{} {} {} {}{mnt_opts}{tags} - {} {source} {}{sb_opts}",
+                m.id,
+                e.parent_id,
+                crate::fs::dev_major(dev),
+                crate::fs::dev_minor(dev),
+                mangle(&m.root_path),
+                mangle(&at),
+                if flags.contains(crate::fs::dentry::MountFlags::READ_ONLY) { "ro" } else { "rw" },
+                m.fs_type,
+                if m.sb.read_only() { "ro" } else { "rw" },
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{source} {} {} {}{mnt_opts}{sb_opts} 0 0",
+                mangle(&at),
+                m.fs_type,
+                if m.read_only() { "ro" } else { "rw" },
+            );
+        }
+    }
+    s.into_bytes()
+}
+
+/// `path` relative to `base` ("/" for `base` itself), if below it.
+fn below(path: &[u8], base: &[u8]) -> Option<Vec<u8>> {
+    if base == b"/" {
+        return Some(path.to_vec());
+    }
+    let rest = path.strip_prefix(base)?;
+    if rest.is_empty() {
+        return Some(b"/".to_vec());
+    }
+    rest.starts_with(b"/").then(|| rest.to_vec())
+}
+
+/// A name in /proc/PID/mounts, with the characters that would split its
+/// fields escaped in octal, as Linux's mangle() does.
+fn mangle(name: &[u8]) -> String {
+    let mut out = Vec::new();
+    for &b in name {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            _ => out.push(b),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// CPUs the sandbox may run on.
