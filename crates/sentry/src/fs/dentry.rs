@@ -598,28 +598,35 @@ impl Table {
         self.all.iter().find(|a| a.mount.id == id)
     }
 
-    /// The mount point of `id` from the namespace root.
-    fn path(&self, id: u64, depth: usize) -> Option<Vec<u8>> {
-        let a = self.get(id)?;
-        let Place::Over(dir, name) = &a.place else { return Some(b"/".to_vec()) };
-        let parent = a.parent.as_ref()?;
-        if depth > self.all.len() {
-            return None;
-        }
-        let mut p = self.path(parent.id, depth + 1)?;
-        if a.stacked {
-            return Some(p);
-        }
-        for part in [path_in_mount(dir), name.clone()] {
-            let part: &[u8] = part.strip_prefix(b"/").unwrap_or(&part);
-            if !part.is_empty() {
-                if p != b"/" {
-                    p.push(b'/');
+    /// The mount point of `id` from the namespace root, walking up the
+    /// mount tree (a loop, not recursion: stacks of mounts can be tall).
+    fn path(&self, id: u64) -> Option<Vec<u8>> {
+        let mut parts: Vec<Vec<u8>> = Vec::new();
+        let mut cur = self.get(id)?;
+        for _ in 0..=self.all.len() {
+            let Place::Over(dir, name) = &cur.place else {
+                let mut out = Vec::new();
+                for p in parts.iter().rev() {
+                    out.push(b'/');
+                    out.extend_from_slice(p);
                 }
-                p.extend_from_slice(part);
+                if out.is_empty() {
+                    out.push(b'/');
+                }
+                return Some(out);
+            };
+            if !cur.stacked {
+                if !name.is_empty() {
+                    parts.push(name.clone());
+                }
+                let within = path_in_mount(dir);
+                for c in within.split(|b| *b == b'/').filter(|c| !c.is_empty()).rev() {
+                    parts.push(c.to_vec());
+                }
             }
+            cur = self.get(cur.parent.as_ref()?.id)?;
         }
-        Some(p)
+        None
     }
 }
 
@@ -661,6 +668,11 @@ impl MountTable {
         let t = self.table.read().unwrap();
         let top = t.points.get(&key)?.last()?;
         (top.id != d.mount.id).then(|| top.clone())
+    }
+
+    /// How many mounts the namespace holds.
+    pub fn count(&self) -> usize {
+        self.table.read().unwrap().all.len()
     }
 
     /// True if `id` is attached to the namespace.
@@ -753,7 +765,7 @@ impl MountTable {
         t.all
             .iter()
             .filter_map(|a| {
-                let path = t.path(a.mount.id, 0)?;
+                let path = t.path(a.mount.id)?;
                 let parent_id = a.parent.as_ref().map_or(a.mount.id, |p| p.id);
                 Some(MountEntry { mount: a.mount.clone(), parent_id, path })
             })
@@ -762,7 +774,7 @@ impl MountTable {
 
     /// The path of `d` from the namespace root, if its mount is attached.
     pub fn path_of(&self, d: &Arc<Dentry>) -> Option<Vec<u8>> {
-        let mut p = self.table.read().unwrap().path(d.mount.id, 0)?;
+        let mut p = self.table.read().unwrap().path(d.mount.id)?;
         let below = path_in_mount(d);
         if below != b"/" {
             if p == b"/" {

@@ -326,6 +326,7 @@ fn new_mount(
     m.set_flags(mount_flags(flags, None));
     m.sb.set_read_only(opts.read_only.unwrap_or(flags & MS_RDONLY != 0));
     m.sb.set_options(shown);
+    check_mount_count(task)?;
     graft(task, target, m);
     Ok(0)
 }
@@ -361,11 +362,15 @@ fn bind(task: &Task, source: Option<&[u8]>, target: &Arc<Dentry>, recursive: boo
     }
     let m = src.mount.bind_of(&src);
     let place = Place::over(target);
+    // What is inside is copied as it was before the bind, which may land
+    // inside it.
+    let inside = mounts.children(src.mount.id);
+    check_mount_count(task)?;
     graft(task, target, m.clone());
     if recursive {
         let new_root = seen_root(task, &place, &m)?;
         let within = path_in(&src);
-        clone_tree(task, &src.mount, &within, &new_root, &place)?;
+        clone_tree(task, &src.mount, inside, &within, &new_root, &place)?;
     }
     Ok(0)
 }
@@ -401,51 +406,64 @@ fn seen_root(task: &Task, place: &Place, m: &Arc<Mount>) -> Result<Arc<Dentry>, 
     }
 }
 
-/// Copies the mounts below `within` (a path in `from`) of mount `from`
-/// into the new bind mount whose root is `to`, attached at `to_place`
-/// (Linux's copy_tree), parents before children.
+/// Copies `children`, the mounts on `from`, that are below `within` (a
+/// path in `from`) into the new bind mount whose root is `to`, attached at
+/// `to_place` (Linux's copy_tree), parents before children. A list of work
+/// rather than recursion: mount trees can be deep.
 fn clone_tree(
     task: &Task,
     from: &Arc<Mount>,
+    children: Vec<Arc<Mount>>,
     within: &[u8],
     to: &Arc<Dentry>,
     to_place: &Place,
 ) -> Result<(), SysError> {
     let mounts = &task.kernel.mounts;
     let creds = Creds::new(0, 0, Vec::new());
-    for child in mounts.children(from.id) {
-        let Some((Place::Over(dir, name), _)) = mounts.place_of(child.id) else { continue };
-        if child.propagation().unbindable {
-            continue;
-        }
-        let place = if dir.mount.id != from.id || name.is_empty() {
-            // Stacked on `from` itself: stacked on its copy.
-            if within != b"/" {
+    let mut work = vec![(from.clone(), children, within.to_vec(), to.clone(), to_place.clone())];
+    while let Some((from, children, within, to, to_place)) = work.pop() {
+        for child in children {
+            let Some((Place::Over(dir, name), _)) = mounts.place_of(child.id) else { continue };
+            if child.propagation().unbindable {
                 continue;
             }
-            to_place.clone()
-        } else {
-            let at = path_in(&dir);
-            let rel = if within == b"/" {
-                at
-            } else if at == within {
-                b"/".to_vec()
-            } else if at.starts_with(within) && at.get(within.len()) == Some(&b'/') {
-                at[within.len()..].to_vec()
+            let place = if dir.mount.id != from.id || name.is_empty() {
+                // Stacked on `from` itself: stacked on its copy.
+                if within != b"/" {
+                    continue;
+                }
+                to_place.clone()
             } else {
-                continue;
+                let at = path_in(&dir);
+                let rel = if within == b"/" {
+                    at
+                } else if at == within {
+                    b"/".to_vec()
+                } else if at.starts_with(&within) && at.get(within.len()) == Some(&b'/') {
+                    at[within.len()..].to_vec()
+                } else {
+                    continue;
+                };
+                let r = Resolver { root: &to, cwd: &to, mounts, creds: &creds, restrict: Restrict::empty() };
+                let new_dir = r.resolve(None, &rel, Lookup { follow: false, directory: true })?;
+                Place::Over(new_dir, name)
             };
-            let r = Resolver { root: to, cwd: to, mounts, creds: &creds, restrict: Restrict::empty() };
-            let new_dir = r.resolve(None, &rel, Lookup { follow: false, directory: true })?;
-            Place::Over(new_dir, name)
-        };
-        let child_root = seen_root_of(task, &child)?;
-        let copy = child.bind_of(&child_root);
-        mounts.attach(place.clone(), copy.clone());
-        let copy_root = seen_root(task, &place, &copy)?;
-        clone_tree(task, &child, b"/", &copy_root, &place)?;
+            let copy = child.bind_of(&seen_root_of(task, &child)?);
+            check_mount_count(task)?;
+            mounts.attach(place.clone(), copy.clone());
+            let copy_root = seen_root(task, &place, &copy)?;
+            work.push((child.clone(), mounts.children(child.id), b"/".to_vec(), copy_root, place));
+        }
     }
     Ok(())
+}
+
+/// Linux's fs.mount-max: how many mounts the namespace may hold.
+const MOUNT_MAX: usize = 100_000;
+
+/// ENOSPC once the namespace holds [`MOUNT_MAX`] mounts.
+fn check_mount_count(task: &Task) -> Result<(), SysError> {
+    if task.kernel.mounts.count() >= MOUNT_MAX { Err(Errno::ENOSPC.into()) } else { Ok(()) }
 }
 
 /// A dentry of the root of attached mount `m`.
