@@ -41,8 +41,7 @@ impl MountFlags {
     /// The flags a mount(2) caller sets, as opposed to the locks.
     pub const SETTABLE: MountFlags = MountFlags::from_bits_truncate(0xff);
     /// The atime flags, kept by a remount that names none.
-    pub const ATIME: MountFlags =
-        MountFlags::NOATIME.union(MountFlags::NODIRATIME).union(MountFlags::RELATIME);
+    pub const ATIME: MountFlags = MountFlags::NOATIME.union(MountFlags::NODIRATIME).union(MountFlags::RELATIME);
 
     /// The per-mount options as /proc/PID/mountinfo shows them after
     /// ro/rw, in Linux's order.
@@ -165,7 +164,8 @@ impl Mount {
             }
             root_path.extend_from_slice(&below);
         }
-        let m = Mount::with(self.fs_type, self.source.clone(), self.sb.clone(), d.inode.clone(), root_path, self.flags());
+        let m =
+            Mount::with(self.fs_type, self.source.clone(), self.sb.clone(), d.inode.clone(), root_path, self.flags());
         // A bind of a shared mount joins its peer group.
         let p = self.propagation();
         if p.shared.is_some() {

@@ -42,8 +42,7 @@ pub trait ProcSource: Send + Sync {
     fn global(&self, name: &str) -> Option<Vec<u8>>;
 }
 
-const PROCESS_FILES: &[&str] =
-    &["cmdline", "environ", "maps", "stat", "status", "comm", "auxv", "mounts", "mountinfo"];
+const PROCESS_FILES: &[&str] = &["cmdline", "environ", "maps", "stat", "status", "comm", "auxv", "mounts", "mountinfo"];
 const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg", "version", "filesystems", "mounts"];
 
 /// A file's path as /proc shows it: with " (deleted)" once its name is

@@ -233,7 +233,11 @@ fn memparse(s: &str) -> Option<u64> {
         b't' | b'T' => (&s[..s.len() - 1], 40),
         _ => (s, 0),
     };
-    let n: u64 = if let Some(hex) = digits.strip_prefix("0x") { u64::from_str_radix(hex, 16).ok()? } else { digits.parse().ok()? };
+    let n: u64 = if let Some(hex) = digits.strip_prefix("0x") {
+        u64::from_str_radix(hex, 16).ok()?
+    } else {
+        digits.parse().ok()?
+    };
     n.checked_mul(1 << shift)
 }
 
@@ -499,9 +503,9 @@ fn change_propagation(task: &Task, target: &Arc<Dentry>, flags: u64) -> SysResul
             MS_SLAVE => {
                 // A mount with peers receives from them from now on; one
                 // without becomes private.
-                let peers = p.shared.is_some_and(|g| {
-                    all.iter().any(|e| e.mount.id != m.id && e.mount.propagation().shared == Some(g))
-                });
+                let peers = p
+                    .shared
+                    .is_some_and(|g| all.iter().any(|e| e.mount.id != m.id && e.mount.propagation().shared == Some(g)));
                 if peers {
                     p.master = p.shared;
                 }

@@ -227,9 +227,7 @@ impl ProcSource for KernelProcSource {
         let k = self.kernel.upgrade()?;
         match name {
             "mounts" => Some(mount_lines(&k, self.root(self.current_pid()), false)),
-            "filesystems" => {
-                Some(b"nodev\tsysfs\nnodev\ttmpfs\nnodev\tproc\nnodev\tdevtmpfs\n\thostfs\n".to_vec())
-            }
+            "filesystems" => Some(b"nodev\tsysfs\nnodev\ttmpfs\nnodev\tproc\nnodev\tdevtmpfs\n\thostfs\n".to_vec()),
             "uptime" => {
                 let up = k.started.elapsed().as_secs_f64();
                 Some(format!("{up:.2} 0.00\n").into_bytes())
