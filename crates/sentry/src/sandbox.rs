@@ -230,11 +230,9 @@ impl Sandbox {
             clock,
         );
         let devpts = Devpts::new(Arc::downgrade(&kernel));
-        kernel.mounts.mount(
-            &kernel.root,
-            b"dev",
-            Mount::new("devtmpfs", "dev", false, dev::new_devfs(crate::tty::dev_entries(&devpts))),
-        );
+        let devfs = dev::new_devfs(crate::tty::dev_entries(&devpts));
+        let _ = kernel.devfs.set(devfs.clone());
+        kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, devfs));
         let (procfs, sysctls) = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
         let (sysfs, cgroup) = sys::new_sysfs(Arc::new(KernelSysSource { kernel: Arc::downgrade(&kernel) }));
