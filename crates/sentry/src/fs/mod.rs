@@ -12,6 +12,7 @@ pub mod dev;
 pub mod epoll;
 pub mod eventfd;
 pub mod host;
+pub mod overlay;
 pub mod path;
 pub mod pipe;
 pub mod proc;
