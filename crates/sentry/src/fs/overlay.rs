@@ -84,7 +84,7 @@ struct State {
 impl Overlay {
     /// An overlay of `lower` (a directory) under a new tmpfs in `mf`;
     /// returns its root.
-    pub fn new(lower: Arc<dyn Inode>, mf: Arc<MemoryFile>) -> Result<Arc<OverlayInode>, FsError> {
+    pub fn over(lower: Arc<dyn Inode>, mf: Arc<MemoryFile>) -> Result<Arc<OverlayInode>, FsError> {
         let st = lower.stat()?;
         let upper_root = Tmpfs::new(mf, st.mode & 0o7777, st.uid, st.gid, None);
         let ctx = Context::internal();
@@ -684,10 +684,10 @@ impl Inode for OverlayInode {
         Ok(())
     }
 
-    fn tmpfile(&self, ctx: &Context, node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+    fn tmpfile(&self, ctx: &Context, node: NewNode, linkable: bool) -> Result<Arc<dyn Inode>, FsError> {
         let _ns = self.fs.write();
         let dir = self.copy_up(ctx, true)?;
-        let made = dir.tmpfile(ctx, node)?;
+        let made = dir.tmpfile(ctx, node, linkable)?;
         let made = made.downcast_ref::<TmpInode>().expect("the upper layer is a tmpfs").arc();
         let ino = UPPER_INO_BASE + made.number();
         Ok(OverlayInode::new(&self.fs, ino, FileType::Regular, None, None, Some(made)))
@@ -946,7 +946,7 @@ mod tests {
     fn overlay(tree: &Path) -> (Arc<OverlayInode>, Arc<Dentry>) {
         let mf = Arc::new(MemoryFile::new(64 << 20).unwrap());
         let host = HostFs::new(mf.clone()).unwrap();
-        let root = Overlay::new(host.open_tree(tree).unwrap(), mf).unwrap();
+        let root = Overlay::over(host.open_tree(tree).unwrap(), mf).unwrap();
         let dentry = Dentry::root(Mount::new("overlay", "overlay", false, root.clone()));
         (root, dentry)
     }

@@ -226,15 +226,16 @@ impl ProcSource for KernelProcSource {
         let k = self.kernel.upgrade()?;
         match name {
             "mounts" => {
-                let mut s = String::from("/ / hostfs ro 0 0\n");
-                for (path, m) in k.mounts.list() {
+                let mut s = String::new();
+                let root = [(b"/".to_vec(), k.root.mount.clone())];
+                for (path, m) in root.into_iter().chain(k.mounts.list()) {
                     let p = String::from_utf8_lossy(&path);
                     let _ =
                         writeln!(s, "{} {} {} {} 0 0", m.source, p, m.fs_type, if m.read_only { "ro" } else { "rw" });
                 }
                 Some(s.into_bytes())
             }
-            "filesystems" => Some(b"nodev\tsysfs\nnodev\tproc\nnodev\tdevtmpfs\n\thostfs\n".to_vec()),
+            "filesystems" => Some(b"nodev\tsysfs\nnodev\tproc\nnodev\tdevtmpfs\n\thostfs\nnodev\toverlay\n".to_vec()),
             "uptime" => {
                 let up = k.started.elapsed().as_secs_f64();
                 Some(format!("{up:.2} 0.00\n").into_bytes())
