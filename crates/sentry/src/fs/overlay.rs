@@ -31,8 +31,8 @@ use memory::{GuestSlice, GuestSliceMut, MemoryFile};
 use super::synthetic::push_dirent;
 use super::tmpfs::{TmpInode, Tmpfs, anon_dev};
 use super::{
-    Context, Dentry, FileOps, FileType, FsError, Inode, Mappable, Mount, NewNode, OpenFile, OpenFlags, RenameFlags,
-    SetAttr, Stat, StatFs,
+    Context, Dentry, FileOps, FileType, FsError, Inode, MapName, Mappable, Mount, NewNode, OpenFile, OpenFlags,
+    RenameFlags, SetAttr, Stat, StatFs,
 };
 use crate::mm::MemoryManager;
 
@@ -177,6 +177,8 @@ pub struct OverlayInode {
     upper: OnceLock<Arc<TmpInode>>,
     children: Mutex<HashMap<Vec<u8>, Weak<OverlayInode>>>,
     listing: OnceLock<Arc<Listing>>,
+    /// The pages mappings of the file share (see [`OverlayPages`]).
+    mapped: Mutex<Weak<OverlayPages>>,
 }
 
 impl OverlayInode {
@@ -198,6 +200,7 @@ impl OverlayInode {
             upper: upper.map(OnceLock::from).unwrap_or_default(),
             children: Mutex::new(HashMap::new()),
             listing: OnceLock::new(),
+            mapped: Mutex::new(Weak::new()),
         })
     }
 
@@ -787,7 +790,17 @@ impl FileOps for OverlayFile {
         self.inner.ioctl(ctx, file, mm, cmd, arg)
     }
     fn mappable(&self) -> Option<Arc<dyn Mappable>> {
-        self.inner.mappable()
+        let inner = self.inner.mappable()?;
+        // One wrapper per layer file, so that mappings of it still merge.
+        let mut mapped = self.inode.mapped.lock().unwrap();
+        if let Some(m) = mapped.upgrade()
+            && Arc::ptr_eq(&m.inner, &inner)
+        {
+            return Some(m);
+        }
+        let m = Arc::new(OverlayPages { inner, dev: self.inode.fs.dev, ino: self.inode.ino });
+        *mapped = Arc::downgrade(&m);
+        Some(m)
     }
     fn readable_bytes(&self) -> Option<u64> {
         self.inner.readable_bytes()
@@ -812,6 +825,32 @@ impl FileOps for OverlayFile {
     }
     fn anon_name(&self) -> Option<&'static str> {
         self.inner.anon_name()
+    }
+}
+
+/// The pages of a mapped overlay file: the layer's, named in /proc/PID/maps
+/// by the overlay's device and inode numbers, as stat shows them.
+struct OverlayPages {
+    inner: Arc<dyn Mappable>,
+    dev: u64,
+    ino: u64,
+}
+
+impl Mappable for OverlayPages {
+    fn page(&self, index: u64) -> Result<Option<memory::Frame>, FsError> {
+        self.inner.page(index)
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn describe(&self) -> MapName {
+        MapName { path: self.inner.describe().path, dev: self.dev, ino: self.ino }
+    }
+    fn cached(&self, index: u64) -> Option<memory::Frame> {
+        self.inner.cached(index)
+    }
+    fn prefetch(&self, index: u64, count: u64) {
+        self.inner.prefetch(index, count)
     }
 }
 
