@@ -283,6 +283,25 @@ impl OverlayInode {
         Ok(self.listing.get_or_init(|| listing).clone())
     }
 
+    /// The number of subdirectories of this merged directory, whose upper
+    /// directory is `upper`.
+    fn merged_subdirs(&self, upper: &TmpInode) -> Result<u64, FsError> {
+        let listing = self.listing()?;
+        let _ns = self.fs.read();
+        let mut n = 0;
+        for e in &listing.entries {
+            let is_dir = match upper.child(&e.name) {
+                Some(c) => c.file_type() == FileType::Directory,
+                None => e.kind == FileType::Directory && !self.fs.is_whiteout(upper, &e.name),
+            };
+            n += u64::from(is_dir);
+        }
+        for (_, name, c) in upper.entries_from(0, usize::MAX) {
+            n += u64::from(c.file_type() == FileType::Directory && !listing.names.contains(&name));
+        }
+        Ok(n)
+    }
+
     /// True if the merged directory has no entries.
     fn is_empty_dir(&self) -> Result<bool, FsError> {
         let upper = self.upper.get();
@@ -500,10 +519,12 @@ impl Inode for OverlayInode {
         };
         st.dev = self.fs.dev;
         st.ino = self.ino;
-        if self.kind == FileType::Directory && upper.is_some() && self.lower.is_some() {
-            // As Linux's overlayfs: counting the subdirectories of both
-            // layers is not worth it, and 1 tells `find` not to rely on it.
-            st.nlink = 1;
+        if self.kind == FileType::Directory
+            && let (Some(u), Some(_)) = (&upper, &self.lower)
+        {
+            // Neither layer's count is the merged directory's: count its
+            // subdirectories (Linux's overlayfs gives up and says 1).
+            st.nlink = 2 + self.merged_subdirs(u)?;
         }
         Ok(st)
     }
@@ -1097,11 +1118,16 @@ mod tests {
         let mut shown = names(&d, &dentry);
         shown.sort();
         assert_eq!(shown, ["sub"]);
+        assert_eq!(root.stat().unwrap().nlink, 3, "one subdirectory: d");
         assert_eq!(d.rmdir(&ctx, b"sub"), Err(FsError::NotEmpty), "the lower entries count");
         walk(&root, "d/sub").unwrap().unlink(&ctx, b"inner").unwrap();
+        assert_eq!(d.stat().unwrap().nlink, 3, "a merged directory counts its subdirectories");
         d.rmdir(&ctx, b"sub").unwrap();
         assert_eq!(walk(&root, "d/sub").err(), Some(FsError::NotFound));
+        assert_eq!(d.stat().unwrap().nlink, 2);
         let sub = d.mkdir(&ctx, b"sub", node(g::S_IFDIR | 0o700)).unwrap();
+        d.mkdir(&ctx, b"other", node(g::S_IFDIR | 0o700)).unwrap();
+        assert_eq!(d.stat().unwrap().nlink, 4);
         assert_eq!(walk(&root, "d/sub/inner").err(), Some(FsError::NotFound), "a remade directory is opaque");
         assert!(names(&sub, &dentry).is_empty());
         let f = d.create(&ctx, b"f", node(g::S_IFREG | 0o600)).unwrap();
