@@ -786,6 +786,9 @@ impl FileOps for OverlayFile {
     fn write_append(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<(usize, u64), FsError> {
         self.inner.write_append(ctx, file, bufs)
     }
+    fn seek_data(&self, offset: u64, hole: bool) -> Option<Result<u64, FsError>> {
+        self.inner.seek_data(offset, hole)
+    }
     fn fallocate(&self, mode: u32, offset: u64, len: u64) -> Result<(), FsError> {
         self.inner.fallocate(mode, offset, len)
     }
@@ -858,7 +861,7 @@ struct OverlayPages {
 }
 
 impl Mappable for OverlayPages {
-    fn page(&self, index: u64) -> Result<Option<memory::Frame>, FsError> {
+    fn page(&self, index: u64) -> Result<Option<memory::Frame>, crate::mm::MmError> {
         self.inner.page(index)
     }
     fn size(&self) -> u64 {
