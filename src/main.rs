@@ -39,9 +39,9 @@ struct RunArgs {
     #[arg(long)]
     read_only: bool,
     /// Mount a host directory or file at an absolute path of the sandbox,
-    /// read-only (repeatable); it shows even where the default root hides
-    /// things.
-    #[arg(short = 'v', long = "volume", value_name = "HOST:SANDBOX[:ro]")]
+    /// writable unless `:ro` is given (repeatable); it shows even where the
+    /// default root hides things.
+    #[arg(short = 'v', long = "volume", value_name = "HOST:SANDBOX[:ro|:rw]")]
     volumes: Vec<OsString>,
     /// Mount a tmpfs (memory of the sandbox) at an absolute path, with
     /// options size=SIZE and mode=OCTAL (repeatable); /tmp, /dev/shm and
@@ -93,6 +93,14 @@ struct RunArgs {
     /// fork and clone past it fail with EAGAIN (default: unlimited).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     pids_limit: Option<u32>,
+    /// Give the program a terminal of the sandbox's own, wired to the
+    /// caller's (as its stdin, stdout, stderr and controlling terminal).
+    #[arg(short = 't', long = "tty")]
+    tty: bool,
+    /// Keep stdin open: with -t, what the caller types goes to the
+    /// program's terminal (the caller's terminal is put in raw mode).
+    #[arg(short = 'i', long = "interactive")]
+    interactive: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     command: Vec<OsString>,
@@ -176,6 +184,10 @@ fn host_memory() -> u64 {
 }
 
 fn build_config(args: RunArgs) -> Result<SandboxConfig> {
+    // As docker refuses: a terminal fed from something that is not one.
+    if args.tty && args.interactive && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        bail!("the input device is not a TTY");
+    }
     // Masks hide the host's private places; a root the user chose is shown
     // as it is.
     let masking = args.rootfs.is_none();
@@ -260,6 +272,8 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         pids_limit: args.pids_limit,
         profile: args.profile.is_some(),
         test_panic_syscall: std::env::var_os(TEST_PANIC_VAR).is_some_and(|v| v == "1"),
+        terminal: args.tty,
+        interactive: args.interactive,
     })
 }
 
@@ -320,17 +334,16 @@ fn sandbox_home(rootfs: &std::path::Path, masking: bool) -> Vec<u8> {
     }
 }
 
-/// `-v HOST:SANDBOX[:ro]`, as docker writes it. Mounts are read-only, as
-/// the whole file system is for now.
+/// `-v HOST:SANDBOX[:ro|:rw]`, as docker writes it: writable unless `ro`.
 fn parse_volume(v: &OsString) -> Result<Bind> {
     let shown = v.to_string_lossy();
     let parts: Vec<&[u8]> = v.as_bytes().split(|b| *b == b':').collect();
-    let (host, at) = match parts.as_slice() {
-        [host, at] => (*host, *at),
-        [host, at, b"ro"] => (*host, *at),
-        [_, _, b"rw"] => bail!("-v {shown}: writable mounts are not supported yet (the file system is read-only)"),
-        [_, _, opt] => bail!("-v {shown}: unknown option '{}' (expected ro)", String::from_utf8_lossy(opt)),
-        _ => bail!("-v {shown}: expected HOST:SANDBOX[:ro]"),
+    let (host, at, read_only) = match parts.as_slice() {
+        [host, at] => (*host, *at, false),
+        [host, at, b"ro"] => (*host, *at, true),
+        [host, at, b"rw"] => (*host, *at, false),
+        [_, _, opt] => bail!("-v {shown}: unknown option '{}' (expected ro or rw)", String::from_utf8_lossy(opt)),
+        _ => bail!("-v {shown}: expected HOST:SANDBOX[:ro|:rw]"),
     };
     if host.is_empty() {
         bail!("-v {shown}: empty host path");
@@ -348,7 +361,7 @@ fn parse_volume(v: &OsString) -> Result<Bind> {
         bail!("-v {shown}: the sandbox path may not contain . or ..");
     }
     let at = comps.iter().flat_map(|c| [b"/".as_slice(), c]).flatten().copied().collect();
-    Ok(Bind { host, open_at: None, at })
+    Ok(Bind { host, open_at: None, at, read_only })
 }
 
 /// Set to 1 (by cordon's own tests only), it makes a system call number
@@ -401,7 +414,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         }
     };
     let config = build_config(args)?;
-    let bind_sources: Vec<&std::path::Path> = config.binds.iter().map(|b| b.host.as_path()).collect();
+    let bind_sources: Vec<confine::BindSource> =
+        config.binds.iter().map(|b| confine::BindSource { path: &b.host, writable: !b.read_only }).collect();
     let mut isolation = match confine::isolate(&config.rootfs, &bind_sources) {
         Ok(Role::Monitor(status)) => return Ok(ExitCode::from(status)),
         Ok(Role::Sentry(isolation)) => isolation,
@@ -431,7 +445,14 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         diag::line(format_args!("cordon: {e}"));
         return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
     }
+    // The caller's terminal passes every key through while the program has
+    // it; put back as it was however the run ends (a bug's exit and the
+    // sentry's death by a signal put it back too: see `internal_error`).
+    let raw = config.terminal && config.interactive && raw_mode();
     let outcome = sandbox.run();
+    if raw {
+        internal_error::restore_terminals();
+    }
     let status = outcome.status;
     if let (Some(out), Some(report)) = (profile, outcome.report) {
         match out {
@@ -486,6 +507,21 @@ fn start_log(args: &RunArgs) -> Result<()> {
     };
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi).init();
     Ok(())
+}
+
+/// Puts the caller's terminal (stdin) in raw mode, as docker does for
+/// `-it`; false if it is not a terminal.
+fn raw_mode() -> bool {
+    // SAFETY: tcgetattr fills a termios we own; cfmakeraw changes it; and
+    // tcsetattr reads it. A failure leaves the terminal as it was.
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        if libc::tcgetattr(0, &mut t) != 0 {
+            return false;
+        }
+        libc::cfmakeraw(&mut t);
+        libc::tcsetattr(0, libc::TCSANOW, &t) == 0
+    }
 }
 
 /// A command-line error as one line: clap's message up to its usage

@@ -31,6 +31,7 @@ pod!(
     g::statx_timestamp,
     g::statfs64,
     g::termios,
+    g::termios2,
     g::winsize,
     g::__kernel_timespec,
     g::__kernel_old_timeval,

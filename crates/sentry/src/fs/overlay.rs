@@ -86,7 +86,10 @@ impl Overlay {
     /// returns its root.
     pub fn over(lower: Arc<dyn Inode>, mf: Arc<MemoryFile>) -> Result<Arc<OverlayInode>, FsError> {
         let st = lower.stat()?;
-        let upper_root = Tmpfs::new(mf, st.mode & 0o7777, st.uid, st.gid, None);
+        // The upper layer may take all of the sandbox's memory (a tmpfs
+        // mount's default is half).
+        let size = mf.capacity();
+        let upper_root = Tmpfs::new_root(mf, st.mode & 0o7777, st.uid, st.gid, Some(size));
         let ctx = Context::internal();
         upper_root.setattr(&ctx, &SetAttr { atime: Some(st.atime), mtime: Some(st.mtime), ..Default::default() })?;
         let lower_mount = Mount::new("hostfs", "lower", true, lower.clone());
@@ -492,7 +495,7 @@ fn copy_data(lower: &Arc<dyn Inode>, upper: &TmpInode, fs: &Overlay) -> Result<(
     let ops = lower.open(&ctx, &fs.lower_dentry, OpenFlags::empty())?;
     let size = ops.stat()?.size;
     let file = OpenFile::new(ops.clone(), None, OpenFlags::empty());
-    upper.fill_from(&|bufs, offset| ops.read(&ctx, &file, bufs, offset), size)
+    upper.fill_from(&move |bufs, offset| ops.read(&ctx, &file, bufs, offset), size)
 }
 
 /// Copies the extended attributes the lower object lets us read.

@@ -143,7 +143,11 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     {
         namei::change_attr(&ctx, &dentry, &namei::AttrChange { size: Some(0), ..Default::default() })?;
     }
-    let ops = dentry.inode.open(&ctx, &dentry, flags)?;
+    let ops = if flags.contains(OpenFlags::PATH) {
+        Arc::new(crate::fs::PathFile { inode: dentry.inode.clone() })
+    } else {
+        dentry.inode.open(&ctx, &dentry, flags)?
+    };
     let f = OpenFile::new(ops, Some(dentry), flags);
     Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
 }
@@ -627,6 +631,20 @@ pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
                 }
                 None => Ok(f.ops.ioctl(&task.ctx(), &f, &task.mm, cmd, a[2])?),
             }
+        }
+        ioc::TIOCGPTPEER if f.ops.downcast_ref::<crate::tty::MasterFile>().is_some() => {
+            let pty = f.ops.downcast_ref::<crate::tty::MasterFile>().expect("a pty master").pty().clone();
+            let allowed = g::O_ACCMODE | g::O_NOCTTY | g::O_NONBLOCK | g::O_CLOEXEC;
+            if a[2] & !(allowed as u64) != 0 {
+                return Err(Errno::EINVAL.into());
+            }
+            // The slave as /dev/pts/N would open it, that path and all.
+            let flags = OpenFlags::from_bits_retain(a[2] as u32) | OpenFlags::LARGEFILE;
+            let path = format!("/dev/pts/{}", pty.index());
+            let dentry = task.with_resolver(|r| r.resolve(None, path.as_bytes(), Lookup::FOLLOW))?;
+            let ops = pty.open_slave(&task.ctx(), flags, None)?;
+            let peer = OpenFile::new(ops, Some(dentry), flags);
+            Ok(task.files.install(peer, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
         }
         _ => Ok(f.ops.ioctl(&task.ctx(), &f, &task.mm, cmd, a[2])?),
     }
