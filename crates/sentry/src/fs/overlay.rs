@@ -1012,7 +1012,7 @@ mod tests {
     fn overlay(tree: &Path) -> (Arc<OverlayInode>, Arc<Dentry>) {
         let mf = Arc::new(MemoryFile::new(64 << 20).unwrap());
         let host = HostFs::new(mf.clone()).unwrap();
-        let root = Overlay::over(host.open_tree(tree).unwrap(), mf).unwrap();
+        let root = Overlay::over(host.open_tree(tree, false).unwrap(), mf).unwrap();
         let dentry = Dentry::root(Mount::new("overlay", "overlay", false, root.clone()));
         (root, dentry)
     }
@@ -1213,9 +1213,17 @@ mod tests {
         let tree = Tree::new();
         let (root, dentry) = overlay(&tree.0);
         let ctx = Context::internal();
+        let host_path = std::ffi::CString::new(tree.path("d/f").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path, name and value, each with its length; the
+        // call reads them only.
+        let xattr_set =
+            unsafe { libc::setxattr(host_path.as_ptr(), c"user.origin".as_ptr(), b"host".as_ptr().cast(), 4, 0) } == 0;
         let f = walk(&root, "d/f").unwrap();
         let ino = f.ino().unwrap();
         f.setattr(&ctx, &SetAttr { mode: Some(0o604), uid: Some(7), ..Default::default() }).unwrap();
+        if xattr_set {
+            assert_eq!(f.getxattr(b"user.origin").unwrap(), b"host", "copy-up copies the extended attributes");
+        }
         let st = walk(&root, "d/f").unwrap().stat().unwrap();
         assert_eq!((st.mode & 0o7777, st.uid, st.ino, st.size), (0o604, 7, ino, 10));
         assert_eq!(read_all(&f, &dentry), b"lower data");
