@@ -10,6 +10,7 @@ use platform::{Platform, PlatformError, Registers};
 
 use crate::fd::FdTable;
 use crate::fs::host::HostFs;
+use crate::fs::overlay::Overlay;
 use crate::fs::stdio::HostStream;
 use crate::fs::synthetic::SynthDir;
 use crate::fs::tmpfs::Tmpfs;
@@ -49,6 +50,9 @@ pub struct Bind {
 pub struct SandboxConfig {
     /// Host directory that becomes `/`.
     pub rootfs: PathBuf,
+    /// Serve the root as it is, read-only (EROFS on every change), instead
+    /// of under an overlay whose changes stay in sandbox memory.
+    pub read_only_root: bool,
     /// Where the sentry opens `rootfs`, when not at that path (a confined
     /// sentry reaches its own copy of it; see [`crate::confine`]).
     pub rootfs_open_at: Option<PathBuf>,
@@ -213,10 +217,17 @@ impl Sandbox {
             vdso: Some(Arc::new(Vdso::new(&mf, &clock).map_err(|e| SandboxError::Setup(e.to_string()))?)),
             ..facts
         };
+        let root_mount = if config.read_only_root {
+            Mount::new("hostfs", config.rootfs.display().to_string(), true, root)
+        } else {
+            let overlay = Overlay::over(root, mf.clone())
+                .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
+            Mount::new("overlay", "overlay", false, overlay)
+        };
         let kernel = Kernel::new(
             platform,
             mf.clone(),
-            Mount::new("hostfs", config.rootfs.display().to_string(), true, root),
+            root_mount,
             KernelConfig {
                 rootfs: config.rootfs.clone(),
                 strace: config.strace,

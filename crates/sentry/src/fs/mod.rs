@@ -15,6 +15,7 @@ pub mod host;
 pub mod inotify;
 pub mod lock;
 pub mod namei;
+pub mod overlay;
 pub mod path;
 pub mod pipe;
 pub mod proc;

@@ -447,9 +447,17 @@ impl ProcSource for KernelProcSource {
         let cpus = k.config.cpus;
         match name {
             "mounts" => Some(mount_lines(&k, self.root(self.current_pid()), false)),
-            "filesystems" => {
-                Some(b"nodev\tsysfs\nnodev\ttmpfs\nnodev\tproc\nnodev\tcgroup2\nnodev\tdevtmpfs\n\thostfs\n".to_vec())
-            }
+            "filesystems" => Some(
+                b"nodev	sysfs
+nodev	tmpfs
+nodev	proc
+nodev	cgroup2
+nodev	devtmpfs
+	hostfs
+nodev	overlay
+"
+                .to_vec(),
+            ),
             "uptime" => {
                 let up = k.started.elapsed().as_secs_f64();
                 // Idle: the time the sandbox's CPUs ran none of its tasks.
