@@ -30,6 +30,11 @@
  * standard descriptors on /dev/null, so the output is the final summary
  * alone; paths name nothing that could be executed.
  *
+ * Workers give up CAP_SYS_ADMIN, as a container runtime's default set
+ * leaves it out: with it, their mount and umount2 calls would take /dev
+ * and /proc away from every later batch, whose workers could then not
+ * even open /dev/null. The calls still run, and fail as Linux's do.
+ *
  * There is no native mode. As the caller's user (root, in a container)
  * these calls would reboot, unmount, set the clock, kill every process and
  * write wherever they can; the sandbox is the guard, so the program refuses
@@ -41,6 +46,7 @@
  *   fuzz: seed S: N calls reached in B batches ...; H hung */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -51,6 +57,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -1003,6 +1010,18 @@ static void open_descriptors(void) {
  * THREADS threads making `calls` calls each. */
 static void worker(uint64_t seed, int threads, long calls) {
     worker_pid = getpid();
+    {
+        struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct d[2];
+        if (syscall(SYS_capget, &h, d) == 0) {
+            d[CAP_SYS_ADMIN / 32].effective &= ~(1u << (CAP_SYS_ADMIN % 32));
+            d[CAP_SYS_ADMIN / 32].permitted &= ~(1u << (CAP_SYS_ADMIN % 32));
+            d[CAP_SYS_ADMIN / 32].inheritable &= ~(1u << (CAP_SYS_ADMIN % 32));
+            if (syscall(SYS_capset, &h, d) != 0)
+                _exit(3);
+        }
+        syscall(SYS_prctl, PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0);
+    }
     worker_threads = threads;
     worker_calls = calls;
     setsid();
@@ -1126,7 +1145,18 @@ int main(int argc, char **argv) {
     long batches = 0;
     long exited = 0, signalled = 0, stops = 0, hung = 0, strangers = 0;
     long by_signal[65] = {0};
+    /* Batches in a row whose workers made no call at all: the sandbox no
+     * longer lets a worker start, and the budget would never be reached. */
+    long stalled = 0;
+    unsigned long long calls_before = 0;
     for (long b = 0; (long)__atomic_load_n(&shared->calls, __ATOMIC_RELAXED) < budget; b++) {
+        unsigned long long now = __atomic_load_n(&shared->calls, __ATOMIC_RELAXED);
+        stalled = now == calls_before && b > 0 ? stalled + 1 : 0;
+        calls_before = now;
+        if (stalled >= 100) {
+            fprintf(stderr, "fuzz: %ld batches in a row made no call: workers cannot start\n", stalled);
+            return 1;
+        }
         batches++;
         if (progress > 0 && b > 0 && b % progress == 0) {
             printf("progress: %llu calls reached after %ld batches\n",

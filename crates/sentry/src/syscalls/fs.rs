@@ -66,7 +66,14 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         // Refused outright since Linux 6.4.
         return Err(Errno::EINVAL.into());
     }
-    let start = start_dir(task, dirfd, &path)?;
+    // openat2's scoped walks start at the directory even for an absolute
+    // path: RESOLVE_IN_ROOT takes "/" as it, RESOLVE_BENEATH refuses it.
+    let scoped = restrict.intersects(Restrict::IN_ROOT | Restrict::BENEATH);
+    let start = if scoped { start_dir(task, dirfd, b".")? } else { start_dir(task, dirfd, &path)? };
+    if flags.contains(OpenFlags::CREAT) && !flags.contains(OpenFlags::TMPFILE) && path.ends_with(b"/") {
+        // A name to create cannot be a directory (Linux's open_last_lookups).
+        return Err(Errno::EISDIR.into());
+    }
     if flags.contains(OpenFlags::TMPFILE) {
         return open_tmpfile(task, start.as_ref(), &path, flags, mode, restrict);
     }
@@ -89,6 +96,28 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         Err(FsError::NotFound) if create => {
             let ctx = task.ctx();
             let umask = task.fs.lock().unwrap().umask;
+            // A dangling symlink as the last name: what it points at is made
+            // (Linux follows it unless O_EXCL or O_NOFOLLOW).
+            let (mut cstart, mut cpath) = (start.clone(), path.clone());
+            if follow && !restrict.contains(Restrict::NO_SYMLINKS) {
+                let mut links = 0;
+                while let Ok(l) = task.with_resolver_in(restrict, |r| r.resolve(cstart.as_ref(), &cpath, Lookup::NOFOLLOW))
+                    && l.file_type() == FileType::Symlink
+                    && l.inode.magic_link().is_none()
+                {
+                    links += 1;
+                    if links > 40 {
+                        return Err(Errno::ELOOP.into());
+                    }
+                    let target = l.inode.read_link()?;
+                    if target.is_empty() {
+                        return Err(Errno::ENOENT.into());
+                    }
+                    cstart = if target[0] == b'/' { None } else { l.parent() };
+                    cpath = target;
+                }
+            }
+            let (start, path) = (cstart, cpath);
             let made = task.with_resolver_in(restrict, |r| {
                 let parent = namei::parent_of(r, start.as_ref(), &path)?;
                 if parent.slash {
@@ -301,7 +330,8 @@ pub fn newfstatat(task: &mut Task, a: &[u64; 6]) -> SysResult {
 pub fn statx(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let flags = a[2];
     let known = g::AT_SYMLINK_NOFOLLOW | g::AT_EMPTY_PATH | g::AT_NO_AUTOMOUNT | g::AT_STATX_SYNC_TYPE;
-    if flags & !(known as u64) != 0 || a[3] & g::STATX__RESERVED as u64 != 0 {
+    let sync = (g::AT_STATX_FORCE_SYNC | g::AT_STATX_DONT_SYNC) as u64;
+    if flags & !(known as u64) != 0 || a[3] & g::STATX__RESERVED as u64 != 0 || flags & sync == sync {
         return Err(Errno::EINVAL.into());
     }
     let st = resolve_at(task, a[0], a[1], flags, follow_of(flags))?.stat()?;
@@ -386,9 +416,17 @@ pub fn readlinkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn getdents64(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let f = file(task, a[0])?;
+    if f.flags().contains(OpenFlags::PATH) {
+        return Err(Errno::EBADF.into());
+    }
     let count = (a[2] as u32).min(1 << 20) as usize;
     if f.dentry.as_ref().is_some_and(|d| d.file_type() != FileType::Directory) {
         return Err(Errno::ENOTDIR.into());
+    }
+    if f.dentry.as_ref().is_some_and(|d| d.is_deleted()) {
+        // A removed directory lists nothing more, not even its dot
+        // entries (Linux's IS_DEADDIR).
+        return Err(Errno::ENOENT.into());
     }
     let mut buf = vec![0u8; count];
     let mut pos = f.offset.lock().unwrap();
@@ -404,6 +442,10 @@ pub fn getdents64(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn getcwd(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let fsc = task.fs_context();
+    if fsc.cwd.is_deleted() {
+        // The working directory was removed (Linux's d_unlinked check).
+        return Err(Errno::ENOENT.into());
+    }
     let path = match fsc.cwd.path_from(&fsc.root) {
         Some(p) => p,
         None => {

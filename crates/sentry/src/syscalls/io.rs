@@ -462,6 +462,10 @@ pub fn sendfile(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if out.flags().contains(OpenFlags::APPEND) {
         return Err(Errno::EINVAL.into());
     }
+    if crate::fs::pipe::pipe_of(&*input.ops).is_some() {
+        // A pipe has no splice_read for sendfile's direct splice.
+        return Err(Errno::EINVAL.into());
+    }
     let pos = if a[2] != 0 { Some(offset_arg(task.mm.read_pod::<u64>(a[2])?)?) } else { None };
     let (n, end, _) = copy_between(task, &input, pos, &out, None, (a[3] as usize).min(MAX_RW))?;
     if a[2] != 0 {

@@ -62,6 +62,9 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
         if shared { Backing::Shared { object: SharedMemory::new(mf), offset: 0 } } else { Backing::Anonymous }
     } else {
         let f = file(task, fd as u64)?;
+        if f.flags().contains(crate::fs::OpenFlags::PATH) {
+            return Err(Errno::EBADF.into());
+        }
         if !f.readable() {
             return Err(Errno::EACCES.into());
         }

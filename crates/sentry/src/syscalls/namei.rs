@@ -509,6 +509,15 @@ fn setxattr_common(task: &Task, a: &[u64; 6], how: XattrTarget) -> SysResult {
     let mut value = vec![0u8; size];
     task.mm.copy_in(a[2], &mut value)?;
     let d = xattr_dentry(task, a, &how)?;
+    if name == b"system.posix_acl_access" {
+        // The mode, said as an ACL: its own checks are chmod's.
+        namei::want_write(&d)?;
+        namei::set_access_acl(&task.ctx(), &d, &value)?;
+        return Ok(0);
+    }
+    if name == b"system.posix_acl_default" {
+        return Err(Errno::EOPNOTSUPP.into());
+    }
     namei::xattr_permission(&d, &name, &task.tg.creds(), true)?;
     d.inode.setxattr(&task.ctx(), &name, &value, flags)?;
     Ok(0)
