@@ -20,4 +20,5 @@ macro_rules! work_dir_tests {
 
 work_dir_tests! {
     fs_open,
+    fs_names,
 }
