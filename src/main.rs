@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use sentry::confine::{self, Role};
-use sentry::sandbox::{Bind, Sandbox, SandboxConfig};
+use sentry::sandbox::{Bind, Sandbox, SandboxConfig, TmpfsSpec};
 use sentry::task::ExitStatus;
 use sentry::{diag, internal_error};
 
@@ -38,6 +38,11 @@ struct RunArgs {
     /// things.
     #[arg(short = 'v', long = "volume", value_name = "HOST:SANDBOX[:ro]")]
     volumes: Vec<OsString>,
+    /// Mount a tmpfs (memory of the sandbox) at an absolute path, with
+    /// options size=SIZE and mode=OCTAL (repeatable); /tmp, /dev/shm and
+    /// /run are tmpfs already, and naming one replaces its options.
+    #[arg(long = "tmpfs", value_name = "PATH[:size=N,mode=M]", value_parser = parse_tmpfs)]
+    tmpfs: Vec<TmpfsSpec>,
     /// Start with no variables from the caller's environment at all.
     #[arg(long, conflicts_with = "env_all")]
     env_clear: bool,
@@ -87,6 +92,50 @@ fn parse_hostname(s: &str) -> Result<String, String> {
         return Err("a host name has 1 to 64 bytes".into());
     }
     Ok(s.to_string())
+}
+
+/// `--tmpfs PATH[:size=N,mode=M]`, as docker spells it.
+fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, String> {
+    let (path, opts) = s.split_once(':').unwrap_or((s, ""));
+    if !path.starts_with('/') {
+        return Err(format!("'{path}' is not an absolute path"));
+    }
+    let mut spec = TmpfsSpec { at: path.as_bytes().to_vec(), size: None, mode: 0o1777 };
+    for opt in opts.split(',').filter(|o| !o.is_empty()) {
+        match opt.split_once('=') {
+            Some(("size", v)) => spec.size = Some(parse_byte_count(v)?),
+            Some(("mode", v)) => {
+                spec.mode = u32::from_str_radix(v, 8)
+                    .ok()
+                    .filter(|m| *m <= 0o7777)
+                    .ok_or_else(|| format!("invalid mode '{v}'"))?
+            }
+            _ => return Err(format!("unknown tmpfs option '{opt}' (known: size=, mode=)")),
+        }
+    }
+    Ok(spec)
+}
+
+/// A byte count with an optional K, M, G or T suffix.
+fn parse_byte_count(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        Some('T' | 't') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// The tmpfs mounts a sandbox has unless told otherwise, as a container
+/// runtime gives them.
+fn default_tmpfs() -> Vec<TmpfsSpec> {
+    [("/tmp", 0o1777), ("/dev/shm", 0o1777), ("/run", 0o755)]
+        .into_iter()
+        .map(|(at, mode)| TmpfsSpec { at: at.as_bytes().to_vec(), size: None, mode })
+        .collect()
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -183,6 +232,14 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         masks,
         make_dirs,
         binds,
+        tmpfs: {
+            let mut all = default_tmpfs();
+            for t in args.tmpfs {
+                all.retain(|d| d.at != t.at);
+                all.push(t);
+            }
+            all
+        },
         strace: args.strace,
         hostname: args.hostname,
         memory: args.memory.unwrap_or_else(host_memory),

@@ -12,6 +12,7 @@ use crate::fd::FdTable;
 use crate::fs::host::HostFs;
 use crate::fs::stdio::HostStream;
 use crate::fs::synthetic::SynthDir;
+use crate::fs::tmpfs::Tmpfs;
 use crate::fs::{Dentry, FileType, FsError, Lookup, Mount, OpenFile, OpenFlags, dev, proc, sys};
 use crate::kernel::{Kernel, KernelConfig};
 use crate::loader::{AuxFacts, LoadError};
@@ -67,6 +68,8 @@ pub struct SandboxConfig {
     /// Host directories and files mounted into the sandbox, after the
     /// masks: a bind over a masked path shows what the user chose.
     pub binds: Vec<Bind>,
+    /// tmpfs mounts, made after the masks and before the binds.
+    pub tmpfs: Vec<TmpfsSpec>,
     pub strace: bool,
     /// Host name the sandbox reports.
     pub hostname: String,
@@ -115,6 +118,15 @@ const DEFAULT_PATH: &[u8] = b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 /// The value of NAME in an environment.
 fn env_value<'a>(env: &'a [Vec<u8>], name: &[u8]) -> Option<&'a [u8]> {
     env.iter().find_map(|e| e.strip_prefix(name).and_then(|r| r.strip_prefix(b"=")))
+}
+
+/// A tmpfs to mount: where, its size limit beyond the sandbox's memory,
+/// and the mode of its root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TmpfsSpec {
+    pub at: Vec<u8>,
+    pub size: Option<u64>,
+    pub mode: u32,
 }
 
 /// A running sandbox's kernel with its first task, not yet started.
@@ -234,6 +246,22 @@ impl Sandbox {
             if let Some((dir, name, None)) = place {
                 kernel.mounts.mount(&dir, &name, empty_dir());
             }
+        }
+        for t in &config.tmpfs {
+            let what = format!("--tmpfs {}", shown(&t.at));
+            let Some((dir, name, existing)) =
+                mount_point(kernel, &t.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
+            else {
+                continue;
+            };
+            if existing.is_some_and(|e| e.file_type() != FileType::Directory) {
+                return Err(SandboxError::Setup(format!("{what}: {}", FsError::NotDirectory)));
+            }
+            // Owned by the sandbox's first user, as a runtime's tmpfs is by
+            // the container's root.
+            let root =
+                Tmpfs::new(kernel.mf.clone(), t.mode, config.creds.uid.effective, config.creds.gid.effective, t.size);
+            kernel.mounts.mount(&dir, &name, Mount::new("tmpfs", "tmpfs", false, root));
         }
         for b in &config.binds {
             let what = format!("-v {}:{}", b.host.display(), shown(&b.at));

@@ -126,6 +126,14 @@ impl Dentry {
         d
     }
 
+    /// Remembers the root of `mount`, mounted over the child `name`.
+    pub fn cache_mount_root(self: &Arc<Self>, name: &[u8], mount: Arc<Mount>) -> Arc<Dentry> {
+        let d = Dentry::make(name.to_vec(), Some(self.clone()), mount.root.clone(), mount);
+        self.children.lock().unwrap().insert(name.to_vec(), Arc::downgrade(&d));
+        keep_recent(&d);
+        d
+    }
+
     /// Forgets the child `name` after it was removed: its dentry, if alive,
     /// is marked deleted.
     pub fn forget_child(&self, name: &[u8]) {

@@ -12,6 +12,7 @@ pub mod dev;
 pub mod epoll;
 pub mod eventfd;
 pub mod host;
+pub mod namei;
 pub mod path;
 pub mod pipe;
 pub mod proc;
@@ -567,8 +568,9 @@ pub trait Inode: AsAny {
     ) -> Result<(), FsError> {
         Err(FsError::NotPermitted)
     }
-    /// An unnamed regular file in this directory's file system (O_TMPFILE).
-    fn tmpfile(&self, _ctx: &Context, _node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+    /// An unnamed regular file in this directory's file system (O_TMPFILE);
+    /// `linkable` unless O_EXCL forbids ever giving it a name.
+    fn tmpfile(&self, _ctx: &Context, _node: NewNode, _linkable: bool) -> Result<Arc<dyn Inode>, FsError> {
         Err(FsError::NotSupported)
     }
     /// Changes attributes; the VFS has checked the caller may.

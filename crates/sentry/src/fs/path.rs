@@ -51,7 +51,14 @@ impl Resolver<'_> {
     /// covers it.
     pub fn child(&self, dir: &Arc<Dentry>, name: &[u8]) -> Result<Arc<Dentry>, FsError> {
         if let Some(m) = self.mounts.lookup(dir, name) {
-            return Ok(dir.child(name, m.root.clone(), m));
+            // One dentry per mount root too, so that what is cached below
+            // it is found again.
+            if let Some(d) = dir.cached_child(name)
+                && d.mount.id == m.id
+            {
+                return Ok(d);
+            }
+            return Ok(dir.cache_mount_root(name, m));
         }
         if !dir.inode.stable_names() {
             let inode = dir.inode.lookup(name)?;

@@ -160,6 +160,9 @@ pub struct TmpInode {
     meta: Mutex<Meta>,
     body: Body,
     xattrs: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// Made by O_TMPFILE without O_EXCL: may be linked in although it has
+    /// no name (Linux's I_LINKABLE).
+    linkable: std::sync::atomic::AtomicBool,
 }
 
 impl TmpInode {
@@ -185,6 +188,7 @@ impl TmpInode {
             }),
             body,
             xattrs: Mutex::new(BTreeMap::new()),
+            linkable: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -593,7 +597,7 @@ impl Inode for TmpInode {
         }
         {
             let mut m = target.meta.lock().unwrap();
-            if m.nlink == 0 && !matches!(target.body, Body::File(_)) {
+            if m.nlink == 0 && !target.linkable.load(Ordering::Relaxed) {
                 return Err(FsError::NotFound);
             }
             m.nlink += 1;
@@ -740,9 +744,10 @@ impl Inode for TmpInode {
         Ok(())
     }
 
-    fn tmpfile(&self, _: &Context, node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+    fn tmpfile(&self, _: &Context, node: NewNode, linkable: bool) -> Result<Arc<dyn Inode>, FsError> {
         let i = TmpInode::new(&self.fs, node, Body::File(Mutex::new(Pages::default())));
         i.meta.lock().unwrap().nlink = 0;
+        i.linkable.store(linkable, Ordering::Relaxed);
         Ok(i)
     }
 

@@ -8,6 +8,7 @@ use linux_raw_sys::ioctl as ioc;
 use super::{SysError, SysResult, file, read_path, start_dir};
 use crate::auth::cap;
 use crate::errno::Errno;
+use crate::fs::namei;
 use crate::fs::{
     Dentry, FileOwner, FileType, FsError, Lookup, MAY_EXEC, MAY_READ, MAY_WRITE, OpenFile, OpenFlags, Stat,
 };
@@ -51,11 +52,6 @@ impl Target {
 fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u32) -> SysResult {
     let path = read_path(task, path_addr)?;
     let mut flags = OpenFlags::from_bits_retain(flags);
-    if flags.contains(OpenFlags::TMPFILE) {
-        // O_TMPFILE needs a writable directory; the root is read-only.
-        let d = resolve(task, dirfd, &path, Lookup { follow: true, directory: true })?;
-        return Err(if d.inode.read_only() { Errno::EROFS } else { Errno::EOPNOTSUPP }.into());
-    }
     if flags.contains(OpenFlags::PATH) {
         flags &= OpenFlags::PATH | OpenFlags::CLOEXEC | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW;
     } else {
@@ -63,19 +59,23 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         // F_GETFL shows it.
         flags |= OpenFlags::LARGEFILE;
     }
-    if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
+    if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) && !flags.contains(OpenFlags::TMPFILE) {
         // Refused outright since Linux 6.4.
         return Err(Errno::EINVAL.into());
     }
     let start = start_dir(task, dirfd, &path)?;
+    if flags.contains(OpenFlags::TMPFILE) {
+        return open_tmpfile(task, start.as_ref(), &path, flags, mode);
+    }
     let create = flags.contains(OpenFlags::CREAT);
     let exclusive = create && flags.contains(OpenFlags::EXCL);
     let follow = !flags.contains(OpenFlags::NOFOLLOW) && !exclusive;
     let how = Lookup { follow, directory: flags.contains(OpenFlags::DIRECTORY) && !create };
     let found = task.with_resolver(|r| r.resolve(start.as_ref(), &path, how));
+    let mut created = false;
     let dentry = match found {
         Ok(d) => {
-            if create && flags.contains(OpenFlags::EXCL) {
+            if exclusive {
                 return Err(Errno::EEXIST.into());
             }
             if create && d.file_type() == FileType::Directory {
@@ -84,9 +84,29 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
             d
         }
         Err(FsError::NotFound) if create => {
-            let (dir, _name) = task.with_resolver(|r| r.resolve_parent(start.as_ref(), &path))?;
-            let _ = mode;
-            return Err(if dir.inode.read_only() { Errno::EROFS } else { Errno::EACCES }.into());
+            let ctx = task.ctx();
+            let umask = task.fs.lock().unwrap().umask;
+            let made = task.with_resolver(|r| {
+                let parent = namei::parent_of(r, start.as_ref(), &path)?;
+                if parent.slash {
+                    return Err(FsError::IsDirectory);
+                }
+                let node_mode = g::S_IFREG | (mode & 0o7777 & !umask);
+                namei::create_node(r, &ctx, &parent, false, |dir, name| {
+                    let node = namei::new_node(&parent.dir, &ctx.creds, node_mode, 0)?;
+                    dir.create(&ctx, name, node)
+                })
+            });
+            match made {
+                Ok(d) => {
+                    created = true;
+                    d
+                }
+                // Made by someone else in between: open theirs, unless
+                // O_EXCL.
+                Err(FsError::Exists) if !exclusive => task.with_resolver(|r| r.resolve(start.as_ref(), &path, how))?,
+                Err(e) => return Err(e.into()),
+            }
         }
         Err(e) => return Err(e.into()),
     };
@@ -99,9 +119,10 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     if d_is(&dentry, FileType::Directory) && (flags.writable() || flags.contains(OpenFlags::TRUNC)) {
         return Err(Errno::EISDIR.into());
     }
-    if !flags.contains(OpenFlags::PATH) {
+    if !flags.contains(OpenFlags::PATH) && !created {
         // As Linux's may_open: the access mode asks for read and write
-        // permission, O_TRUNC for write.
+        // permission, O_TRUNC for write. A file this call made is opened
+        // whatever its mode.
         let mut want = 0;
         if flags.readable() {
             want |= MAY_READ;
@@ -111,7 +132,35 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         }
         crate::fs::permission(&dentry, &task.tg.creds(), want)?;
     }
-    let ops = dentry.inode.open(&task.ctx(), &dentry, flags)?;
+    let ctx = task.ctx();
+    if flags.contains(OpenFlags::TRUNC)
+        && !created
+        && !flags.contains(OpenFlags::PATH)
+        && d_is(&dentry, FileType::Regular)
+    {
+        namei::change_attr(&ctx, &dentry, &namei::AttrChange { size: Some(0), ..Default::default() })?;
+    }
+    let ops = dentry.inode.open(&ctx, &dentry, flags)?;
+    let f = OpenFile::new(ops, Some(dentry), flags);
+    Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
+}
+
+/// open(O_TMPFILE): an unnamed file in the file system of directory `path`.
+fn open_tmpfile(task: &mut Task, start: Option<&Arc<Dentry>>, path: &[u8], flags: OpenFlags, mode: u32) -> SysResult {
+    if !flags.writable() {
+        return Err(Errno::EINVAL.into());
+    }
+    let dir = task.with_resolver(|r| r.resolve(start, path, Lookup { follow: true, directory: true }))?;
+    namei::want_write(&dir)?;
+    let ctx = task.ctx();
+    namei::may_create(&dir, &ctx.creds)?;
+    let umask = task.fs.lock().unwrap().umask;
+    let node = namei::new_node(&dir, &ctx.creds, g::S_IFREG | (mode & 0o7777 & !umask), 0)?;
+    let inode = dir.inode.tmpfile(&ctx, node, !flags.contains(OpenFlags::EXCL))?;
+    let name = format!("#{}", inode.ino()?).into_bytes();
+    let dentry = dir.child(&name, inode, dir.mount.clone());
+    dentry.set_deleted();
+    let ops = dentry.inode.open(&ctx, &dentry, flags)?;
     let f = OpenFile::new(ops, Some(dentry), flags);
     Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
 }
@@ -532,184 +581,6 @@ pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
 }
 
-/// What a name-changing call does with its last component, which decides
-/// the error Linux gives on a read-only file system.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum NameOp {
-    /// mkdir, mknod, symlink, link: the name must not exist (EEXIST comes
-    /// before EROFS).
-    Create,
-    /// rmdir: write access is asked for before the name is looked up, so a
-    /// missing name is EROFS too.
-    RemoveDir,
-    /// unlink: likewise.
-    Unlink,
-    /// rename: likewise, for the old name.
-    Rename,
-}
-
-/// The last component of a path: "." or "..", none (the path names the
-/// root), or a plain name.
-fn last_component(path: &[u8]) -> &[u8] {
-    let trimmed = path.strip_suffix(b"/").map_or(path, |_| {
-        let end = path.iter().rposition(|b| *b != b'/').map_or(0, |i| i + 1);
-        &path[..end]
-    });
-    match trimmed.iter().rposition(|b| *b == b'/') {
-        Some(i) => &trimmed[i + 1..],
-        None => trimmed,
-    }
-}
-
-/// A name-changing call on the read-only root: the checks Linux makes before
-/// asking for write access (the parent must resolve; the name's kind), then
-/// EROFS.
-fn refuse_write_at(task: &Task, dirfd: u64, path_addr: u64, op: NameOp) -> SysResult {
-    let path = read_path(task, path_addr)?;
-    if path.is_empty() {
-        return Err(Errno::ENOENT.into());
-    }
-    let start = start_dir(task, dirfd, &path)?;
-    let last = last_component(&path);
-    if last.is_empty() || last == b"." || last == b".." {
-        // The path itself must resolve, as its parent would.
-        task.with_resolver(|r| r.resolve(start.as_ref(), &path, Lookup { follow: true, directory: true }))?;
-        return Err(match (op, last) {
-            (NameOp::Create, _) => Errno::EEXIST,
-            (NameOp::Unlink, _) => Errno::EISDIR,
-            (NameOp::Rename, _) | (NameOp::RemoveDir, b"") => Errno::EBUSY,
-            (NameOp::RemoveDir, b".") => Errno::EINVAL,
-            (NameOp::RemoveDir, _) => Errno::ENOTEMPTY,
-        }
-        .into());
-    }
-    let (dir, name) = task.with_resolver(|r| r.resolve_parent(start.as_ref(), &path))?;
-    if op == NameOp::Create && task.with_resolver(|r| r.child(&dir, &name)).is_ok() {
-        return Err(Errno::EEXIST.into());
-    }
-    Err(if dir.inode.read_only() { Errno::EROFS } else { Errno::EPERM }.into())
-}
-
-pub fn mkdir(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::Create)
-}
-pub fn mkdirat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, a[0], a[1], NameOp::Create)
-}
-pub fn mknodat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, a[0], a[1], NameOp::Create)
-}
-pub fn mknod(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::Create)
-}
-pub fn unlink(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::Unlink)
-}
-pub fn rmdir(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::RemoveDir)
-}
-pub fn unlinkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[2] & !(g::AT_REMOVEDIR as u64) != 0 {
-        return Err(Errno::EINVAL.into());
-    }
-    let op = if a[2] & g::AT_REMOVEDIR as u64 != 0 { NameOp::RemoveDir } else { NameOp::Unlink };
-    refuse_write_at(task, a[0], a[1], op)
-}
-pub fn symlink(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    read_path(task, a[0])?;
-    refuse_write_at(task, g::AT_FDCWD as u64, a[1], NameOp::Create)
-}
-pub fn symlinkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    read_path(task, a[0])?;
-    refuse_write_at(task, a[1], a[2], NameOp::Create)
-}
-pub fn link(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let old = read_path(task, a[0])?;
-    resolve(task, g::AT_FDCWD as u64, &old, Lookup::NOFOLLOW)?;
-    refuse_write_at(task, g::AT_FDCWD as u64, a[1], NameOp::Create)
-}
-pub fn linkat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let old = read_path(task, a[1])?;
-    resolve(task, a[0], &old, follow_of(a[4] ^ g::AT_SYMLINK_NOFOLLOW as u64))?;
-    refuse_write_at(task, a[2], a[3], NameOp::Create)
-}
-/// The new name of a rename: its parent must resolve (checked before write
-/// access is asked for).
-fn rename_target(task: &Task, dirfd: u64, path_addr: u64) -> Result<(), SysError> {
-    let path = read_path(task, path_addr)?;
-    let start = start_dir(task, dirfd, &path)?;
-    match task.with_resolver(|r| r.resolve_parent(start.as_ref(), &path)) {
-        Ok(_) | Err(FsError::Exists) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-pub fn rename(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    rename_target(task, g::AT_FDCWD as u64, a[1])?;
-    refuse_write_at(task, g::AT_FDCWD as u64, a[0], NameOp::Rename)
-}
-pub fn renameat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    rename_target(task, a[2], a[3])?;
-    refuse_write_at(task, a[0], a[1], NameOp::Rename)
-}
-
-/// Changes to an existing file's metadata or size: EROFS on the read-only
-/// root once the file is found.
-fn refuse_change(task: &Task, dirfd: u64, path_addr: u64, flags: u64) -> SysResult {
-    let t = resolve_at(task, dirfd, path_addr, flags, follow_of(flags))?;
-    let ro = match &t {
-        Target::Dentry(d) => d.inode.read_only(),
-        Target::File(_) => true,
-    };
-    Err(if ro { Errno::EROFS } else { Errno::EPERM }.into())
-}
-
-fn refuse_change_fd(task: &Task, fd: u64) -> SysResult {
-    let f = file(task, fd)?;
-    let ro = f.dentry.as_ref().is_none_or(|d| d.inode.read_only());
-    Err(if ro { Errno::EROFS } else { Errno::EPERM }.into())
-}
-
-pub fn chmod(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
-}
-pub fn fchmodat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, a[0], a[1], 0)
-}
-pub fn fchmod(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change_fd(task, a[0])
-}
-pub fn chown(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
-}
-pub fn lchown(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, g::AT_FDCWD as u64, a[0], g::AT_SYMLINK_NOFOLLOW as u64)
-}
-pub fn fchownat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, a[0], a[1], a[4])
-}
-pub fn fchown(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change_fd(task, a[0])
-}
-pub fn truncate(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
-}
-pub fn ftruncate(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let f = file(task, a[0])?;
-    if !f.writable() {
-        return Err(Errno::EINVAL.into());
-    }
-    refuse_change_fd(task, a[0])
-}
-pub fn utimensat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[1] == 0 {
-        return refuse_change_fd(task, a[0]);
-    }
-    refuse_change(task, a[0], a[1], a[3])
-}
-pub fn utimes(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
-}
-
 fn write_statfs(task: &Task, addr: u64, s: &crate::fs::StatFs) -> SysResult {
     let mut out = <g::statfs64 as crate::abi::Pod>::zeroed();
     out.f_type = s.fs_type as _;
@@ -790,49 +661,4 @@ pub fn chroot(task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
     task.fs.lock().unwrap().root = d;
     Ok(0)
-}
-
-/// getxattr, lgetxattr, fgetxattr: the sandbox's files carry no extended
-/// attributes.
-pub fn getxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    read_path(task, a[1])?;
-    let path = read_path(task, a[0])?;
-    resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?;
-    Err(Errno::ENODATA.into())
-}
-pub fn lgetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    read_path(task, a[1])?;
-    let path = read_path(task, a[0])?;
-    resolve(task, g::AT_FDCWD as u64, &path, Lookup::NOFOLLOW)?;
-    Err(Errno::ENODATA.into())
-}
-pub fn fgetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    file(task, a[0])?;
-    read_path(task, a[1])?;
-    Err(Errno::ENODATA.into())
-}
-/// listxattr and friends: an empty list.
-pub fn listxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let path = read_path(task, a[0])?;
-    resolve(task, g::AT_FDCWD as u64, &path, Lookup::FOLLOW)?;
-    Ok(0)
-}
-pub fn llistxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let path = read_path(task, a[0])?;
-    resolve(task, g::AT_FDCWD as u64, &path, Lookup::NOFOLLOW)?;
-    Ok(0)
-}
-pub fn flistxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    file(task, a[0])?;
-    Ok(0)
-}
-/// setxattr and removexattr: refused on the read-only root.
-pub fn setxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, g::AT_FDCWD as u64, a[0], 0)
-}
-pub fn lsetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change(task, g::AT_FDCWD as u64, a[0], g::AT_SYMLINK_NOFOLLOW as u64)
-}
-pub fn fsetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    refuse_change_fd(task, a[0])
 }

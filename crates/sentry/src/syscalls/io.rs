@@ -103,13 +103,19 @@ fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) 
     } else if f.ops.seekable() {
         let mut off = f.offset.lock().unwrap();
         if f.flags().contains(OpenFlags::APPEND) {
-            *off = f.ops.stat()?.size;
+            // The end is found and written under the file's own lock, so
+            // appenders sharing no description never overwrite each other.
+            f.ops.write_append(ctx, f, &slices).map(|(n, end)| {
+                *off = end;
+                n
+            })
+        } else {
+            let r = f.ops.write(ctx, f, &slices, *off);
+            if let Ok(n) = r {
+                *off += n as u64;
+            }
+            r
         }
-        let r = f.ops.write(ctx, f, &slices, *off);
-        if let Ok(n) = r {
-            *off += n as u64;
-        }
-        r
     } else {
         f.ops.write(ctx, f, &slices, 0)
     };

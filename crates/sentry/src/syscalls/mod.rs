@@ -7,6 +7,7 @@ mod futex;
 mod info;
 mod io;
 mod mm;
+mod namei;
 mod net;
 mod pipe;
 mod process;
