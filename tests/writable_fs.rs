@@ -21,4 +21,6 @@ macro_rules! work_dir_tests {
 work_dir_tests! {
     fs_open,
     fs_names,
+    fs_attrs,
+    fs_xattr,
 }

@@ -35,7 +35,7 @@ static void enter_work_dir(int argc, char **argv) {
 }
 
 /* Creates (or truncates) `path` holding `len` bytes of `data`; -1 on error. */
-static int put_file(const char *path, const void *data, size_t len, mode_t mode) {
+static __attribute__((unused)) int put_file(const char *path, const void *data, size_t len, mode_t mode) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
         return -1;
@@ -46,7 +46,7 @@ static int put_file(const char *path, const void *data, size_t len, mode_t mode)
 
 /* Reads up to `cap` - 1 bytes of `path` into `buf`, NUL-terminated; the
  * count, or -1. */
-static ssize_t get_file(const char *path, char *buf, size_t cap) {
+static __attribute__((unused)) ssize_t get_file(const char *path, char *buf, size_t cap) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -56,7 +56,7 @@ static ssize_t get_file(const char *path, char *buf, size_t cap) {
     return n;
 }
 
-static mode_t mode_of(const char *path) {
+static __attribute__((unused)) mode_t mode_of(const char *path) {
     struct stat st;
     if (lstat(path, &st) != 0)
         return (mode_t)-1;
