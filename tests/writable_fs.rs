@@ -23,4 +23,5 @@ work_dir_tests! {
     fs_names,
     fs_attrs,
     fs_xattr,
+    fs_data,
 }
