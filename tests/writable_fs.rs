@@ -24,4 +24,6 @@ work_dir_tests! {
     fs_attrs,
     fs_xattr,
     fs_data,
+    fs_perms,
+    fs_fifo,
 }
