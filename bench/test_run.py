@@ -88,6 +88,19 @@ class RunOne(unittest.TestCase):
         self.assertEqual(o.status, "timeout")
 
 
+class TmpfsCases(unittest.TestCase):
+    def test_they_run_natively_and_leave_tmp_as_it_was(self):
+        def leftovers():
+            return sorted(p.name for p in Path("/tmp").glob("cordon-bench-*"))
+
+        before = leftovers()
+        for case in (c for c in run.CASES if c.group == "tmpfs"):
+            o = run.run_one(case, run.Platform("native", []), SETTINGS, 30.0, dict(os.environ))
+            self.assertTrue(o.ok, f"{case.name}: {o.reason}")
+            self.assertGreater(o.value_ns, 0)
+        self.assertEqual(leftovers(), before)
+
+
 class OutputCheck(unittest.TestCase):
     def test_output_unlike_natives_is_wrong(self):
         env, digests = dict(os.environ), {}

@@ -60,6 +60,13 @@ struct RunArgs {
     /// Print each system call to stderr, as strace does.
     #[arg(long)]
     strace: bool,
+    /// Print cordon's own log (unsupported system calls, notices) to
+    /// stderr; without it or --log, the program's streams are its own.
+    #[arg(long)]
+    debug: bool,
+    /// Write cordon's own log to FILE.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
     /// At exit, print where time went and what the sandbox held to stderr;
     /// with =FILE also write it to FILE as JSON (=json: JSON to stderr).
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
@@ -268,8 +275,6 @@ const MASKED: &[&str] = &[
     "/var/mail",
     "/var/spool",
     "/var/backups",
-    "/run",
-    "/var/run",
 ];
 
 /// Every masked path: the fixed ones and the host's private SSH host keys.
@@ -446,6 +451,37 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(status.shell_code() as u8))
 }
 
+/// Starts cordon's own log, before the sandbox is made so that it tells
+/// how confinement went: to stderr with `--debug`, to FILE with `--log
+/// FILE` (both with both), at debug level unless RUST_LOG chooses. With
+/// neither flag it goes to stderr only when RUST_LOG asks for it.
+fn start_log(args: &RunArgs) -> Result<()> {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::fmt::writer::{BoxMakeWriter, MakeWriterExt};
+    let file = match &args.log {
+        Some(path) => Some(std::fs::File::create(path).with_context(|| format!("--log {}", path.display()))?),
+        None => None,
+    };
+    let chosen = std::env::var_os("RUST_LOG").is_some();
+    if !args.debug && file.is_none() && !chosen {
+        return Ok(());
+    }
+    let filter = if chosen {
+        EnvFilter::from_default_env()
+    } else {
+        EnvFilter::new("cordon=debug,sentry=debug,platform=debug,memory=debug")
+    };
+    let to_stderr = args.debug || file.is_none();
+    let ansi = to_stderr && file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let writer = match file {
+        Some(f) if to_stderr => BoxMakeWriter::new(std::io::stderr.and(std::sync::Mutex::new(f))),
+        Some(f) => BoxMakeWriter::new(std::sync::Mutex::new(f)),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi).init();
+    Ok(())
+}
+
 /// A command-line error as one line: clap's message up to its usage
 /// block, continuation lines (such as the names of missing arguments)
 /// joined on.
@@ -466,12 +502,6 @@ fn main() -> ExitCode {
     // leaves open reaches the sentry or the application.
     confine::close_inherited_descriptors();
     internal_error::install();
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .init();
-    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -485,7 +515,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => start_log(&args).and_then(|()| run(args)),
     };
     match result {
         Ok(code) => code,

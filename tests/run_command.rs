@@ -116,3 +116,53 @@ fn uname_is_the_sandboxes_own() {
     let out = sandbox(&["--hostname", &"x".repeat(65)], "true", &[], None);
     assert_eq!(out.status.code(), Some(2), "a host name longer than Linux allows is refused");
 }
+
+/// cordon's own notes (an unsupported system call) never reach the
+/// program's streams: stdout and stderr are the program's alone, as
+/// natively, unless `--debug` asks for the log on stderr; `--log FILE`
+/// writes it to FILE, `--profile` counts the call and `--strace` shows it.
+#[test]
+fn unsupported_calls_are_reported_only_where_asked() {
+    require_kvm!();
+    const NOTE: &str = "unsupported system call tuxcall (184)";
+    let p = c_program("unsupported_call", "static");
+    let p = p.to_str().unwrap();
+    let n = native(p, &[], None);
+    assert!(n.status.success(), "fails natively: {}", String::from_utf8_lossy(&n.stderr));
+
+    let quiet = sandbox(&[], p, &[], None);
+    common::assert_same("no flags", &quiet, &n);
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), String::from_utf8_lossy(&n.stderr), "stderr is the program's");
+
+    let debug = sandbox(&["--debug"], p, &[], None);
+    common::assert_same("--debug", &debug, &n);
+    let err = String::from_utf8_lossy(&debug.stderr);
+    assert_eq!(err.matches(NOTE).count(), 1, "--debug shows the note once:\n{err}");
+
+    let dir = common::scratch_dir("unsupported-log");
+    let log = dir.join("cordon.log");
+    let logged = sandbox(&["--log", log.to_str().unwrap()], p, &[], None);
+    common::assert_same("--log", &logged, &n);
+    assert_eq!(String::from_utf8_lossy(&logged.stderr), String::from_utf8_lossy(&n.stderr), "stderr is the program's");
+    let text = std::fs::read_to_string(&log).expect("--log writes its file");
+    assert_eq!(text.matches(NOTE).count(), 1, "the log holds the note once:\n{text}");
+
+    let profiled = sandbox(&["--profile=json"], p, &[], None);
+    common::assert_same("--profile", &profiled, &n);
+    let err = String::from_utf8_lossy(&profiled.stderr);
+    let json_start = err.find('{').expect("a JSON profile on stderr");
+    let json: serde_json::Value = serde_json::from_str(&err[json_start..]).expect("one JSON document");
+    let unsupported = json["unsupported"].as_array().expect("an unsupported list");
+    assert!(
+        unsupported.iter().any(|u| u["name"] == "tuxcall" && u["nr"] == 184 && u["count"] == 1),
+        "tuxcall counted once: {unsupported:?}"
+    );
+    assert!(!err.contains(NOTE), "--profile alone keeps the log off stderr:\n{err}");
+
+    let traced = sandbox(&["--strace"], p, &[], None);
+    let err = String::from_utf8_lossy(&traced.stderr);
+    assert!(
+        err.lines().any(|l| l.contains("tuxcall(") && l.ends_with("= -1 ENOSYS (Function not implemented)")),
+        "{err}"
+    );
+}

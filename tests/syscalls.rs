@@ -161,10 +161,13 @@ fn sys_is_the_sandboxes_own() {
     }
     assert_eq!(run("getconf _NPROCESSORS_CONF").trim(), cpus.to_string());
     assert!(Path::new("/sys/kernel").exists() && Path::new("/sys/dev/char").exists(), "the host has a sysfs");
-    let reached = run("for p in /sys/kernel /sys/class /sys/dev/char /sys/fs/cgroup; do \
+    let reached = run("for p in /sys/kernel /sys/class /sys/dev/char; do \
          stat $p >/dev/null 2>&1 && echo stat $p; ls $p >/dev/null 2>&1 && echo list $p; done; \
          readlink /sys/dev/char/1:3 && echo readlink");
     assert_eq!(reached, "", "host sysfs reached");
+    // The cgroup directory is the sandbox's own: it holds the sandbox's
+    // processes (the shell, 1, and cat, 2) and nothing of the host's.
+    assert_eq!(run("cat /sys/fs/cgroup/cgroup.procs"), "1\n2\n");
 }
 
 /// Files of the host root carry device and inode numbers of the sandbox's
@@ -196,4 +199,10 @@ fn maps_show_the_sandboxes_numbers() {
         files += 1;
     }
     assert!(files >= 2, "file mappings in:\n{maps}");
+}
+
+#[test]
+fn proc_sys_and_dev_files() {
+    require_kvm!();
+    c_test("procfs", &[]);
 }

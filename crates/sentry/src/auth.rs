@@ -124,6 +124,9 @@ pub mod cap {
 pub type CapSet = u64;
 
 /// Every capability.
+/// Most supplementary groups a process may have (NGROUPS_MAX).
+pub const NGROUPS_MAX: u64 = 65536;
+
 pub const ALL_CAPS: CapSet = (1 << (cap::LAST + 1)) - 1;
 
 const fn bit(c: u32) -> CapSet {

@@ -45,6 +45,13 @@ pub struct KernelConfig {
     pub strace: bool,
     /// Host name the sandbox reports at first.
     pub hostname: String,
+    /// CPUs the sandbox shows its programs (`--cpus`, else the host's):
+    /// what sched_getaffinity, /proc/cpuinfo and /sys count.
+    pub cpus: usize,
+    /// `--cpus`, which the sandbox's cgroup shows as its CPU quota.
+    pub cpu_limit: Option<u32>,
+    /// This sandbox's /proc/sys/kernel/random/boot_id.
+    pub boot_id: [u8; 16],
     /// For cordon's own tests: system call [`TEST_PANIC_SYSCALL`] panics
     /// in the sentry, as a bug would.
     ///
@@ -59,6 +66,8 @@ pub struct Kernel {
     pub mounts: MountTable,
     /// The sandbox's `/`.
     pub root: Arc<Dentry>,
+    /// The unmounted tmpfs memfds live in (Linux's shm_mnt).
+    pub memfd_root: Arc<Dentry>,
     pub config: KernelConfig,
     /// The host name uname reports; sethostname changes it.
     pub hostname: Mutex<Vec<u8>>,
@@ -92,9 +101,15 @@ impl Kernel {
     ) -> Arc<Kernel> {
         let k = Arc::new(Kernel {
             platform,
-            mf,
+            mf: mf.clone(),
             mounts: MountTable::default(),
             root: Dentry::root(root_mount),
+            memfd_root: Dentry::root(crate::fs::Mount::new(
+                "tmpfs",
+                "memfd",
+                false,
+                crate::fs::tmpfs::Tmpfs::new(mf.clone(), 0o1777, 0, 0, None),
+            )),
             hostname: Mutex::new(config.hostname.as_bytes().to_vec()),
             config,
             facts,
@@ -127,15 +142,26 @@ impl Kernel {
         self.clock.start();
     }
 
+    /// Thread ids handed out so far: every clone since the sandbox started
+    /// (/proc/stat's `processes`, /proc/loadavg's last pid).
+    pub fn tids_allocated(&self) -> i32 {
+        self.next_tid.load(Ordering::Relaxed) - 1
+    }
+
     /// A new thread id (also the pid of a new process).
     pub fn allocate_tid(&self) -> i32 {
         self.next_tid.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Reports an unsupported system call on stderr, once per number.
+    /// Reports an unsupported system call to cordon's log, once per
+    /// number: never on the application's streams, where it would change
+    /// the program's output. `--debug` or `--log FILE` show the log,
+    /// `--strace` the call itself and `--profile` how often it was made.
     pub fn report_unsupported(&self, nr: u64, name: &str) {
-        if self.reported.lock().unwrap().insert(nr) {
-            crate::diag::line(format_args!("cordon: unsupported system call {name} ({nr}), returning ENOSYS"));
+        // Numbers past any Linux has are one entry, so that a program
+        // trying every number cannot grow the set.
+        if self.reported.lock().unwrap().insert(nr.min(crate::stats::MAX_NR as u64)) {
+            tracing::warn!("unsupported system call {name} ({nr}), returning ENOSYS");
         }
     }
 

@@ -93,6 +93,16 @@ pub struct TimeSplit {
     pub other_ns: u64,
 }
 
+/// Calls the sentry answered with ENOSYS because it does not implement
+/// them.
+#[derive(Clone, Debug, Serialize)]
+pub struct UnsupportedLine {
+    pub name: String,
+    /// None for numbers past any system call, counted together.
+    pub nr: Option<u64>,
+    pub count: u64,
+}
+
 /// The whole report.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -102,6 +112,7 @@ pub struct Report {
     pub vdso_clock: bool,
     pub exits: Vec<ExitLine>,
     pub syscalls: Vec<SyscallLine>,
+    pub unsupported: Vec<UnsupportedLine>,
     pub faults: Faults,
     pub time: TimeSplit,
     pub resources_at_start: Resources,
@@ -134,6 +145,15 @@ impl Report {
             })
             .collect();
         syscalls.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.count.cmp(&a.count)));
+        let mut unsupported: Vec<UnsupportedLine> = syscalls
+            .iter()
+            .filter(|c| !crate::syscalls::is_supported(c.nr))
+            .map(|c| UnsupportedLine { name: c.name.clone(), nr: Some(c.nr), count: c.count })
+            .collect();
+        unsupported.sort_by_key(|u| u.nr);
+        if st.beyond_table() > 0 {
+            unsupported.push(UnsupportedLine { name: "unknown numbers".into(), nr: None, count: st.beyond_table() });
+        }
         let (resolved, signalled, pages) = st.faults();
         let sentry_ns: u64 = exits.iter().map(|x| x.total_ns).sum();
         let task_ns = st.task_ns();
@@ -144,6 +164,7 @@ impl Report {
             vdso_clock: kernel.clock.usable(),
             exits,
             syscalls,
+            unsupported,
             faults: Faults {
                 total: resolved + signalled,
                 resolved,
@@ -220,6 +241,17 @@ impl Report {
                 us(c.mean_ns),
                 c.in_guest
             );
+        }
+        if !self.unsupported.is_empty() {
+            let calls: Vec<String> = self
+                .unsupported
+                .iter()
+                .map(|u| match u.nr {
+                    Some(nr) => format!("{} ({nr}) x{}", u.name, u.count),
+                    None => format!("{} x{}", u.name, u.count),
+                })
+                .collect();
+            let _ = writeln!(s, "unsupported (ENOSYS): {}", calls.join(", "));
         }
         for (label, r) in [("at start", &self.resources_at_start), ("at exit", &self.resources_at_exit)] {
             let _ = writeln!(

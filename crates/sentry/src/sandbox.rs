@@ -20,7 +20,8 @@ use crate::mm::MemoryManager;
 use crate::profile::{Report, Resources};
 use crate::signal::{SigHandlers, SigInfo, SigSet, code};
 use crate::task::{
-    Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, Task, TaskShared, ThreadGroup, exec, run_task,
+    Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, KernelSysSource, Task, TaskShared, ThreadGroup,
+    all_cpus_mask, exec, run_task,
 };
 use crate::vdso::{Clock, Vdso};
 
@@ -196,16 +197,32 @@ impl Sandbox {
                 rootfs: config.rootfs.clone(),
                 strace: config.strace,
                 hostname: config.hostname.clone(),
+                cpus: config.cpus.map_or_else(crate::task::host_cpus, |n| n as usize),
+                cpu_limit: config.cpus,
+                boot_id: crate::task::random_bytes(),
                 test_panic_syscall: config.test_panic_syscall,
             },
             facts,
             clock,
         );
         kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, dev::new_devfs()));
-        let procfs = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
+        let (procfs, sysctls) = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
-        let sysfs = sys::new_sysfs(crate::task::online_cpus());
+        let (sysfs, cgroup) = sys::new_sysfs(Arc::new(KernelSysSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"sys", Mount::new("sysfs", "sysfs", true, sysfs));
+        // Read-only, as container runtimes mount them: the sandbox reads
+        // its limits and the kernel's settings but changes neither.
+        for (path, mount) in [
+            (b"/proc/sys".as_slice(), Mount::new("proc", "proc", true, sysctls)),
+            (b"/sys/fs/cgroup".as_slice(), Mount::new("cgroup2", "cgroup2", true, cgroup)),
+        ] {
+            let shown = String::from_utf8_lossy(path).into_owned();
+            match mount_point(&kernel, path, false) {
+                Ok(Some((dir, name, _))) => kernel.mounts.mount(&dir, &name, mount),
+                Ok(None) => return Err(SandboxError::Setup(format!("{shown}: no place to mount"))),
+                Err(e) => return Err(SandboxError::Setup(format!("{shown}: {e}"))),
+            }
+        }
         Self::mount_views(&kernel, &host, config)?;
         if config.profile {
             kernel.stats.enable();
@@ -233,7 +250,14 @@ impl Sandbox {
                 mount_point(kernel, path, false).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
             if let Some((dir, name, Some(existing))) = place {
                 let cover = if existing.file_type() == FileType::Directory {
-                    empty_dir()
+                    // Hidden, but as writable as any directory of the root:
+                    // an empty tmpfs, the user's own if it is the home.
+                    let (uid, gid) = if config.make_dirs.contains(path) {
+                        (config.creds.uid.effective, config.creds.gid.effective)
+                    } else {
+                        (0, 0)
+                    };
+                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new(kernel.mf.clone(), 0o755, uid, gid, None))
                 } else {
                     Mount::new("devtmpfs", "masked", true, dev::null_device())
                 };
@@ -244,7 +268,9 @@ impl Sandbox {
             let place =
                 mount_point(kernel, path, true).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
             if let Some((dir, name, None)) = place {
-                kernel.mounts.mount(&dir, &name, empty_dir());
+                let home =
+                    Tmpfs::new(kernel.mf.clone(), 0o755, config.creds.uid.effective, config.creds.gid.effective, None);
+                kernel.mounts.mount(&dir, &name, Mount::new("tmpfs", "tmpfs", false, home));
             }
         }
         for t in &config.tmpfs {
@@ -288,7 +314,13 @@ impl Sandbox {
     fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
         let root = kernel.root.clone();
         let cwd = {
-            let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts, creds: &config.creds };
+            let r = crate::fs::Resolver {
+                root: &root,
+                cwd: &root,
+                mounts: &kernel.mounts,
+                creds: &config.creds,
+                restrict: crate::fs::path::Restrict::empty(),
+            };
             r.resolve(None, &config.cwd, Lookup { follow: true, directory: true }).map_err(|e| {
                 SandboxError::Setup(format!("working directory {}: {e}", String::from_utf8_lossy(&config.cwd)))
             })?
@@ -309,6 +341,7 @@ impl Sandbox {
         let handlers = Arc::new(Mutex::new(SigHandlers::default()));
         let tg = ThreadGroup::new(tid, handlers, 0, Default::default(), Arc::new(config.creds.clone()));
         let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
+        *shared.affinity.lock().unwrap() = all_cpus_mask(kernel.config.cpus);
         {
             let mut tree = kernel.procs.lock().unwrap();
             tree.add_process(&tg, None, tid, tid);
@@ -434,7 +467,13 @@ fn mount_point(kernel: &Kernel, path: &[u8], make: bool) -> Result<Option<MountP
     // The sandbox's own set-up may search anywhere.
     let creds = Creds::new(0, 0, Vec::new());
     let root = kernel.root.clone();
-    let r = crate::fs::Resolver { root: &root, cwd: &root, mounts: &kernel.mounts, creds: &creds };
+    let r = crate::fs::Resolver {
+        root: &root,
+        cwd: &root,
+        mounts: &kernel.mounts,
+        creds: &creds,
+        restrict: crate::fs::path::Restrict::empty(),
+    };
     let comps: Vec<&[u8]> = path.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
     let Some((last, dirs)) = comps.split_last() else { return Err(FsError::Invalid) };
     let mut dir = root.clone();

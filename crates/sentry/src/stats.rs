@@ -59,6 +59,8 @@ pub struct Stats {
     fault_pages: AtomicU64,
     /// Lifetime of task host threads, summed.
     task_ns: AtomicU64,
+    /// Calls of numbers past [`MAX_NR`], which no Linux system call has.
+    beyond_table: AtomicU64,
 }
 
 impl Default for Stats {
@@ -71,6 +73,7 @@ impl Default for Stats {
             faults_signalled: AtomicU64::new(0),
             fault_pages: AtomicU64::new(0),
             task_ns: AtomicU64::new(0),
+            beyond_table: AtomicU64::new(0),
         }
     }
 }
@@ -94,8 +97,11 @@ impl Stats {
     }
 
     pub fn record_syscall(&self, nr: u64, took: Option<Duration>) {
-        if let Some(c) = self.syscalls.get(nr as usize) {
-            c.add(took);
+        match self.syscalls.get(nr as usize) {
+            Some(c) => c.add(took),
+            None => {
+                self.beyond_table.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -144,6 +150,11 @@ impl Stats {
             self.faults_signalled.load(Ordering::Relaxed),
             self.fault_pages.load(Ordering::Relaxed),
         )
+    }
+
+    /// Calls of numbers past [`MAX_NR`].
+    pub fn beyond_table(&self) -> u64 {
+        self.beyond_table.load(Ordering::Relaxed)
     }
 
     pub fn task_ns(&self) -> u64 {

@@ -6,6 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::fs::OpenFile;
 
+/// Most descriptors a process may have (fs.nr_open): RLIMIT_NOFILE's hard
+/// limit may not go above it, whatever the privilege.
+pub const NR_OPEN: u64 = 1 << 20;
+
 /// Errors of descriptor operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FdError {

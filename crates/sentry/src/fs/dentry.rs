@@ -14,6 +14,7 @@ fn fs_magic(fs_type: &str) -> u64 {
         "proc" => 0x9fa0,
         "devtmpfs" | "tmpfs" => 0x0102_1994,
         "sysfs" => 0x6265_6572,
+        "cgroup2" => 0x6367_7270,
         _ => 0,
     }
 }
@@ -250,6 +251,18 @@ impl Dentry {
             d = parent;
         }
         Some(join(parts))
+    }
+}
+
+impl crate::mm::MapPath for Dentry {
+    /// The path, with " (deleted)" once the name is gone, as Linux's
+    /// d_path shows it.
+    fn map_path(&self) -> Vec<u8> {
+        let mut p = self.path();
+        if self.is_deleted() {
+            p.extend_from_slice(b" (deleted)");
+        }
+        p
     }
 }
 

@@ -104,6 +104,13 @@ pub fn null_device() -> Arc<dyn Inode> {
     mem_device(MemDevice::Null, 3)
 }
 
+/// /dev/tty, the calling process's controlling terminal. No process of the
+/// sandbox has one yet, so opening it fails with ENXIO, as Linux's does
+/// for a process without one.
+fn controlling_tty() -> Arc<dyn Inode> {
+    DeviceNode::inode(0o666, makedev(5, 0), |_| Err(FsError::NoDevice))
+}
+
 /// The root of /dev.
 pub fn new_devfs() -> Arc<dyn Inode> {
     let entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![
@@ -117,6 +124,8 @@ pub fn new_devfs() -> Arc<dyn Inode> {
         (b"stderr".to_vec(), SynthSymlink::inode(b"/proc/self/fd/2")),
         (b"fd".to_vec(), SynthSymlink::inode(b"/proc/self/fd")),
         (b"pts".to_vec(), SynthDir::new(vec![]) as Arc<dyn Inode>),
+        (b"shm".to_vec(), SynthDir::new(vec![]) as Arc<dyn Inode>),
+        (b"tty".to_vec(), controlling_tty()),
     ];
     SynthDir::new(entries)
 }

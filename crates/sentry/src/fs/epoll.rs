@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, Weak};
 use linux_raw_sys::general as g;
 
 use super::{FileOps, FsError, OpenFile, POLLIN, POLLRDNORM, Stat};
-use crate::task::WaitQueue;
 use crate::waiter::Forward;
+use crate::waiter::WaitQueue;
 
 /// Flags that steer an entry rather than name events.
 const CONTROL: u32 = g::EPOLLET | g::EPOLLONESHOT | g::EPOLLWAKEUP | g::EPOLLEXCLUSIVE;
@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn watched_files_wake_waiters_without_being_held() {
-        use crate::task::Waiter;
+        use crate::waiter::Waiter;
         use std::time::{Duration, Instant};
         let ep = Epoll::default();
         let f = counter(0);

@@ -419,7 +419,7 @@ pub struct PageCache {
 }
 
 impl Mappable for PageCache {
-    fn page(&self, index: u64) -> Result<Option<Frame>, FsError> {
+    fn page(&self, index: u64) -> Result<Option<Frame>, crate::mm::MmError> {
         if index >= self.size.div_ceil(PAGE_SIZE) {
             return Ok(None);
         }
@@ -428,7 +428,7 @@ impl Mappable for PageCache {
             self.mf.inc_ref(*f);
             return Ok(Some(*f));
         }
-        let f = self.mf.allocate().map_err(|_| FsError::Host(Errno::ENOMEM))?;
+        let f = self.mf.allocate().map_err(|_| crate::mm::MmError::NoMemory)?;
         let buf = self.mf.frame(f);
         let mut done = 0;
         while done < buf.len() {
@@ -439,7 +439,7 @@ impl Mappable for PageCache {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => {
                     self.mf.dec_ref(f);
-                    return Err(e.into());
+                    return Err(crate::mm::MmError::Io(Errno::from_host(e)));
                 }
             }
         }

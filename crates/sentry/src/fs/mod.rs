@@ -27,8 +27,9 @@ use std::sync::{Arc, Mutex};
 
 use bitflags::bitflags;
 use linux_raw_sys::general as g;
-use memory::{Frame, GuestSlice, GuestSliceMut};
+use memory::{GuestSlice, GuestSliceMut};
 
+pub use crate::mm::{MapName, MapPath, Mappable};
 pub use context::{Caller, Context};
 pub use dentry::{Dentry, Mount};
 pub use path::{Lookup, Resolver};
@@ -148,41 +149,56 @@ impl FsError {
     }
 }
 
+impl From<FsError> for Errno {
+    fn from(e: FsError) -> Self {
+        match e {
+            FsError::NotFound => Errno::ENOENT,
+            FsError::NotDirectory => Errno::ENOTDIR,
+            FsError::IsDirectory => Errno::EISDIR,
+            FsError::ReadOnly => Errno::EROFS,
+            FsError::Exists => Errno::EEXIST,
+            FsError::Loop => Errno::ELOOP,
+            FsError::NameTooLong => Errno::ENAMETOOLONG,
+            FsError::PermissionDenied => Errno::EACCES,
+            FsError::Invalid => Errno::EINVAL,
+            FsError::NotEmpty => Errno::ENOTEMPTY,
+            FsError::BadFd => Errno::EBADF,
+            FsError::NotSeekable => Errno::ESPIPE,
+            FsError::NotTty => Errno::ENOTTY,
+            FsError::NotSupported => Errno::EOPNOTSUPP,
+            FsError::WouldBlock => Errno::EAGAIN,
+            FsError::BrokenPipe => Errno::EPIPE,
+            FsError::Interrupted => Errno::ERESTARTSYS,
+            FsError::Fault => Errno::EFAULT,
+            FsError::NoDevice => Errno::ENXIO,
+            FsError::Overflow => Errno::EOVERFLOW,
+            FsError::NotPermitted => Errno::EPERM,
+            FsError::NoSpace => Errno::ENOSPC,
+            FsError::CrossDevice => Errno::EXDEV,
+            FsError::Busy => Errno::EBUSY,
+            FsError::NoData => Errno::ENODATA,
+            FsError::TextBusy => Errno::ETXTBSY,
+            FsError::TooManyLinks => Errno::EMLINK,
+            FsError::Range => Errno::ERANGE,
+            FsError::NoMemory => Errno::ENOMEM,
+            FsError::Host(e) => e,
+        }
+    }
+}
+
+impl From<FsError> for crate::mm::MmError {
+    fn from(e: FsError) -> Self {
+        match e {
+            FsError::NoMemory | FsError::Host(Errno::ENOMEM) => crate::mm::MmError::NoMemory,
+            e => crate::mm::MmError::Io(e.into()),
+        }
+    }
+}
+
 impl From<crate::mm::MmError> for FsError {
     fn from(_: crate::mm::MmError) -> Self {
         FsError::Fault
     }
-}
-
-/// How a mapped object is described in /proc/PID/maps.
-#[derive(Clone, Debug, Default)]
-pub struct MapName {
-    /// The name of an object that has no path (`[vdso]`); a file mapped by
-    /// a name shows that name instead.
-    pub path: String,
-    pub dev: u64,
-    pub ino: u64,
-}
-
-/// A file whose pages can be mapped into an address space.
-pub trait Mappable: Send + Sync {
-    /// The frame holding page `index` of the file, with a reference for the
-    /// caller; `None` past the end of the file. Bytes of the last page past
-    /// the end of the file are zero.
-    fn page(&self, index: u64) -> Result<Option<Frame>, FsError>;
-    /// Current size in bytes.
-    fn size(&self) -> u64;
-    /// Name and identity for /proc.
-    fn describe(&self) -> MapName;
-    /// Page `index` if it is already in memory (with a reference for the
-    /// caller); never reads the file.
-    fn cached(&self, _index: u64) -> Option<Frame> {
-        None
-    }
-    /// Brings pages `[index, index + count)` into memory in as few host
-    /// reads as possible, so that `page` on each of them is then a lookup.
-    /// Only a hint: errors are left for `page` to report.
-    fn prefetch(&self, _index: u64, _count: u64) {}
 }
 
 /// The type of a file.
@@ -700,6 +716,11 @@ pub trait FileOps: AsAny {
         let end = self.stat()?.size;
         let n = self.write(ctx, file, bufs, end)?;
         Ok((n, end + n as u64))
+    }
+    /// lseek's SEEK_DATA (or with `hole`, SEEK_HOLE) from `offset`, for
+    /// files that know where their holes are; None: the whole file is data.
+    fn seek_data(&self, _offset: u64, _hole: bool) -> Option<Result<u64, FsError>> {
+        None
     }
     /// fallocate(2) on an open regular file.
     fn fallocate(&self, _mode: u32, _offset: u64, _len: u64) -> Result<(), FsError> {

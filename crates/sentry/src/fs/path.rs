@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::dentry::MountTable;
 use super::{Dentry, FileType, FsError, may_lookup};
-use crate::task::Creds;
+use crate::auth::Creds;
 
 /// Longest path accepted, with its terminator (PATH_MAX).
 pub const PATH_MAX: usize = 4096;
@@ -15,6 +15,24 @@ pub const PATH_MAX: usize = 4096;
 pub const NAME_MAX: usize = 255;
 /// Most symlinks followed in one resolution (as Linux's MAXSYMLINKS).
 const MAX_LINKS: u32 = 40;
+
+bitflags::bitflags! {
+    /// openat2's RESOLVE_* restrictions on a walk.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Restrict: u64 {
+        /// No mount crossing, `..` out of a mount included (EXDEV).
+        const NO_XDEV = 0x01;
+        /// No /proc magic links (ELOOP).
+        const NO_MAGICLINKS = 0x02;
+        /// No symlinks followed at all (ELOOP).
+        const NO_SYMLINKS = 0x04;
+        /// Never above the start directory: absolute paths and `..` past
+        /// it fail (EXDEV).
+        const BENEATH = 0x08;
+        /// The start directory is the root of the walk.
+        const IN_ROOT = 0x10;
+    }
+}
 
 /// How to treat the last component.
 #[derive(Clone, Copy, Debug, Default)]
@@ -40,6 +58,8 @@ pub struct Resolver<'a> {
     pub cwd: &'a Arc<Dentry>,
     pub mounts: &'a MountTable,
     pub creds: &'a Creds,
+    /// openat2's restrictions, for walks that asked for them.
+    pub restrict: Restrict,
 }
 
 fn components(path: &[u8]) -> VecDeque<Vec<u8>> {
@@ -71,23 +91,34 @@ impl Resolver<'_> {
         Ok(dir.cache_child(name, inode))
     }
 
-    fn parent_of(&self, d: &Arc<Dentry>) -> Arc<Dentry> {
-        if Dentry::same(d, self.root) {
-            return d.clone();
-        }
-        d.parent().unwrap_or_else(|| d.clone())
-    }
-
     /// Resolves `path` starting from `start` (the cwd when None) for
     /// relative paths.
     pub fn resolve(&self, start: Option<&Arc<Dentry>>, path: &[u8], how: Lookup) -> Result<Arc<Dentry>, FsError> {
+        self.resolve_in(start, path, how, self.restrict)
+    }
+
+    /// [`Resolver::resolve`] under openat2's RESOLVE_* restrictions.
+    pub fn resolve_in(
+        &self,
+        start: Option<&Arc<Dentry>>,
+        path: &[u8],
+        how: Lookup,
+        restrict: Restrict,
+    ) -> Result<Arc<Dentry>, FsError> {
         if path.is_empty() {
             return Err(FsError::NotFound);
         }
         if path.len() >= PATH_MAX {
             return Err(FsError::NameTooLong);
         }
-        let mut cur = if path[0] == b'/' { self.root.clone() } else { start.unwrap_or(self.cwd).clone() };
+        let base = start.unwrap_or(self.cwd).clone();
+        // RESOLVE_IN_ROOT: the start directory is the root for this walk.
+        let root = if restrict.contains(Restrict::IN_ROOT) { base.clone() } else { self.root.clone() };
+        let scoped = restrict.intersects(Restrict::BENEATH | Restrict::IN_ROOT);
+        if path[0] == b'/' && restrict.contains(Restrict::BENEATH) {
+            return Err(FsError::CrossDevice);
+        }
+        let mut cur = if path[0] == b'/' { root.clone() } else { base.clone() };
         let mut comps = components(path);
         let trailing_slash = path.ends_with(b"/");
         let mut links = 0;
@@ -103,7 +134,17 @@ impl Resolver<'_> {
             match c.as_slice() {
                 b"." => continue,
                 b".." => {
-                    cur = self.parent_of(&cur);
+                    if Dentry::same(&cur, &root) {
+                        continue;
+                    }
+                    if restrict.contains(Restrict::BENEATH) && Dentry::same(&cur, &base) {
+                        return Err(FsError::CrossDevice);
+                    }
+                    let up = cur.parent().unwrap_or_else(|| cur.clone());
+                    if restrict.contains(Restrict::NO_XDEV) && up.mount.id != cur.mount.id {
+                        return Err(FsError::CrossDevice);
+                    }
+                    cur = up;
                     continue;
                 }
                 _ => {}
@@ -112,14 +153,27 @@ impl Resolver<'_> {
                 return Err(FsError::NameTooLong);
             }
             let child = self.child(&cur, &c)?;
+            if restrict.contains(Restrict::NO_XDEV) && child.mount.id != cur.mount.id {
+                return Err(FsError::CrossDevice);
+            }
             let follow = !last || how.follow || trailing_slash;
             if child.file_type() == FileType::Symlink && follow {
+                if restrict.contains(Restrict::NO_SYMLINKS) {
+                    return Err(FsError::Loop);
+                }
                 links += 1;
                 if links > MAX_LINKS {
                     return Err(FsError::Loop);
                 }
                 if let Some(target) = child.inode.magic_link() {
-                    cur = target?;
+                    if restrict.contains(Restrict::NO_MAGICLINKS) {
+                        return Err(FsError::Loop);
+                    }
+                    let target = target?;
+                    if scoped || (restrict.contains(Restrict::NO_XDEV) && target.mount.id != cur.mount.id) {
+                        return Err(FsError::CrossDevice);
+                    }
+                    cur = target;
                     continue;
                 }
                 let target = child.inode.read_link()?;
@@ -127,7 +181,10 @@ impl Resolver<'_> {
                     return Err(FsError::NotFound);
                 }
                 if target[0] == b'/' {
-                    cur = self.root.clone();
+                    if restrict.contains(Restrict::BENEATH) {
+                        return Err(FsError::CrossDevice);
+                    }
+                    cur = root.clone();
                 }
                 for t in components(&target).into_iter().rev() {
                     comps.push_front(t);
@@ -213,7 +270,13 @@ mod tests {
     #[test]
     fn plain_and_dot_paths() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
+        let r = Resolver {
+            root: &root,
+            cwd: &root,
+            mounts: &mounts,
+            creds: &Creds::new(0, 0, Vec::new()),
+            restrict: Restrict::empty(),
+        };
         assert_eq!(path(&r, "/a/b/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r, "a/./b/../b//file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r, "/", Lookup::FOLLOW).unwrap(), "/");
@@ -226,7 +289,13 @@ mod tests {
     #[test]
     fn dotdot_never_leaves_the_root() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
+        let r = Resolver {
+            root: &root,
+            cwd: &root,
+            mounts: &mounts,
+            creds: &Creds::new(0, 0, Vec::new()),
+            restrict: Restrict::empty(),
+        };
         assert_eq!(path(&r, "/../../..", Lookup::FOLLOW).unwrap(), "/");
         assert_eq!(path(&r, "../../etc/passwd", Lookup::FOLLOW).unwrap(), "/etc/passwd");
         assert_eq!(path(&r, "/a/out/passwd", Lookup::FOLLOW).unwrap(), "/etc/passwd", "relative link out stays in");
@@ -236,7 +305,13 @@ mod tests {
     #[test]
     fn symlinks_follow_rules() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
+        let r = Resolver {
+            root: &root,
+            cwd: &root,
+            mounts: &mounts,
+            creds: &Creds::new(0, 0, Vec::new()),
+            restrict: Restrict::empty(),
+        };
         assert_eq!(path(&r, "/a/abs", Lookup::NOFOLLOW).unwrap(), "/a/abs");
         assert_eq!(path(&r, "/a/abs", Lookup::FOLLOW).unwrap(), "/a/b");
         assert_eq!(path(&r, "/a/abs/", Lookup::NOFOLLOW).unwrap(), "/a/b", "a trailing slash follows");
@@ -252,7 +327,13 @@ mod tests {
     #[test]
     fn mounts_are_crossed_both_ways() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
+        let r = Resolver {
+            root: &root,
+            cwd: &root,
+            mounts: &mounts,
+            creds: &Creds::new(0, 0, Vec::new()),
+            restrict: Restrict::empty(),
+        };
         assert_eq!(path(&r, "/m/inner", Lookup::FOLLOW).unwrap(), "/m/inner");
         assert_eq!(path(&r, "/m/../a/b", Lookup::FOLLOW).unwrap(), "/a/b");
         assert_eq!(path(&r, "/m/inner/..", Lookup::FOLLOW), Err(FsError::NotDirectory));
@@ -263,9 +344,21 @@ mod tests {
     #[test]
     fn relative_to_a_start_directory() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
+        let r = Resolver {
+            root: &root,
+            cwd: &root,
+            mounts: &mounts,
+            creds: &Creds::new(0, 0, Vec::new()),
+            restrict: Restrict::empty(),
+        };
         let a = r.resolve(None, b"/a", Lookup::FOLLOW).unwrap();
-        let r2 = Resolver { root: &root, cwd: &a, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
+        let r2 = Resolver {
+            root: &root,
+            cwd: &a,
+            mounts: &mounts,
+            creds: &Creds::new(0, 0, Vec::new()),
+            restrict: Restrict::empty(),
+        };
         assert_eq!(path(&r2, "b/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r2, "..", Lookup::FOLLOW).unwrap(), "/");
         let (dir, name) = r2.resolve_parent(None, b"b/newfile").unwrap();
@@ -277,7 +370,13 @@ mod tests {
     #[test]
     fn long_names_are_refused() {
         let (root, mounts) = tree();
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &Creds::new(0, 0, Vec::new()) };
+        let r = Resolver {
+            root: &root,
+            cwd: &root,
+            mounts: &mounts,
+            creds: &Creds::new(0, 0, Vec::new()),
+            restrict: Restrict::empty(),
+        };
         let long = "x".repeat(256);
         assert_eq!(path(&r, &long, Lookup::FOLLOW), Err(FsError::NameTooLong));
         let very_long = "a/".repeat(2100);
@@ -291,12 +390,12 @@ mod tests {
         let root = Dentry::root(Mount::new("test", "test", true, SynthDir::new(vec![(b"locked".to_vec(), locked)])));
         let mounts = MountTable::default();
         let nobody = Creds::new(65534, 65534, Vec::new());
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &nobody };
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &nobody, restrict: Restrict::empty() };
         assert_eq!(path(&r, "/locked", Lookup::FOLLOW).unwrap(), "/locked", "only / is searched");
         assert_eq!(path(&r, "/locked/f", Lookup::FOLLOW), Err(FsError::PermissionDenied));
         assert_eq!(path(&r, "/locked/..", Lookup::FOLLOW), Err(FsError::PermissionDenied), "`..` too");
         let root_creds = Creds::new(0, 0, Vec::new());
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &root_creds };
+        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &root_creds, restrict: Restrict::empty() };
         assert_eq!(path(&r, "/locked/f", Lookup::FOLLOW).unwrap(), "/locked/f");
     }
 }

@@ -232,6 +232,46 @@ impl Pipe {
     }
 
     /// Bytes waiting to be read (FIONREAD).
+    /// Copies up to `max` bytes of what the pipe holds without taking
+    /// them (tee), waiting while it holds nothing and has a writer.
+    pub fn peek(&self, ctx: &Context, nonblock: bool, max: usize) -> Result<Vec<u8>, FsError> {
+        loop {
+            {
+                let st = self.state.lock().unwrap();
+                if st.len > 0 {
+                    let mut out = Vec::with_capacity(max.min(st.len));
+                    for b in &st.bufs {
+                        let k = (b.end - b.read).min(max - out.len());
+                        let start = out.len();
+                        out.resize(start + k, 0);
+                        st.mf.read(b.frame, b.read, &mut out[start..]);
+                        if out.len() == max {
+                            break;
+                        }
+                    }
+                    return Ok(out);
+                }
+                if st.writers == 0 {
+                    return Ok(Vec::new());
+                }
+                if nonblock {
+                    return Err(FsError::WouldBlock);
+                }
+            }
+            ctx.block_on(&[&self.readable], None, || {
+                let st = self.state.lock().unwrap();
+                (st.len > 0 || st.writers == 0).then_some(())
+            })
+            .map_err(|_| FsError::Interrupted)?;
+        }
+    }
+
+    /// Bytes that can be written without waiting.
+    pub fn room(&self) -> usize {
+        let st = self.state.lock().unwrap();
+        st.slots.saturating_sub(st.bufs.len()) * PAGE
+    }
+
     fn unread(&self) -> u64 {
         self.state.lock().unwrap().len as u64
     }
@@ -579,7 +619,7 @@ impl super::Inode for PipeInode {
     fn open(&self, _: &Context, _: &Arc<super::Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         self.0.open_end(flags)
     }
-    fn access(&self, _: &crate::task::Creds, _mode: u32) -> Result<(), FsError> {
+    fn access(&self, _: &crate::auth::Creds, _mode: u32) -> Result<(), FsError> {
         Ok(())
     }
     fn read_only(&self) -> bool {

@@ -19,6 +19,8 @@ pub enum FdTarget {
 pub trait ProcSource: Send + Sync {
     /// Thread-group id of the calling task.
     fn current_pid(&self) -> i32;
+    /// Thread id of the calling task.
+    fn current_tid(&self) -> i32;
     /// Thread-group ids of every process.
     fn pids(&self) -> Vec<i32>;
     /// True if the process exists.
@@ -34,19 +36,77 @@ pub trait ProcSource: Send + Sync {
     /// Open descriptors: number, and the dentry if the file has one, else a
     /// description such as `pipe:[7]`.
     fn fds(&self, pid: i32) -> Vec<(i32, FdTarget)>;
-    /// Contents of per-process files: "cmdline", "environ", "maps", "stat",
-    /// "status", "comm", "auxv", "mounts".
+    /// Contents of per-process files, named as in [`PROCESS_FILES`].
     fn file(&self, pid: i32, name: &str) -> Option<Vec<u8>>;
-    /// Contents of global files: "meminfo", "cpuinfo", "stat", "uptime",
-    /// "loadavg", "version", "filesystems", "mounts".
+    /// A write to a per-process file that takes them ("oom_score_adj",
+    /// "coredump_filter"), by the calling task.
+    fn write_file(&self, pid: i32, name: &str, data: &[u8]) -> Result<(), FsError>;
+    /// Thread ids of a process.
+    fn threads(&self, pid: i32) -> Vec<i32>;
+    /// Contents of a thread's own files ("stat", "status", "comm"); None for
+    /// the others, which are the process's.
+    fn thread_file(&self, pid: i32, tid: i32, name: &str) -> Option<Vec<u8>>;
+    /// /proc/PID/fdinfo/FD.
+    fn fdinfo(&self, pid: i32, fd: i32) -> Option<Vec<u8>>;
+    /// Contents of global files, named as in [`GLOBAL_FILES`], and of the
+    /// sysctls below /proc/sys ("sys/kernel/pid_max").
     fn global(&self, name: &str) -> Option<Vec<u8>>;
 }
 
-const PROCESS_FILES: &[&str] = &["cmdline", "environ", "maps", "stat", "status", "comm", "auxv", "mounts"];
+/// Per-process files with their modes, as Linux's.
+const PROCESS_FILES: &[(&str, u32)] = &[
+    ("auxv", 0o400),
+    ("cgroup", 0o444),
+    ("cmdline", 0o444),
+    ("comm", 0o444),
+    ("coredump_filter", 0o644),
+    ("environ", 0o400),
+    ("limits", 0o444),
+    ("maps", 0o444),
+    ("mountinfo", 0o444),
+    ("mounts", 0o444),
+    ("oom_score_adj", 0o644),
+    ("smaps", 0o444),
+    ("stat", 0o444),
+    ("statm", 0o444),
+    ("status", 0o444),
+];
+/// Per-process files that take writes.
+const WRITABLE_FILES: &[&str] = &["coredump_filter", "oom_score_adj"];
+/// A thread's files below /proc/PID/task/TID.
+const THREAD_FILES: &[&str] = &["cmdline", "comm", "environ", "limits", "maps", "stat", "statm", "status"];
 const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg", "version", "filesystems", "mounts"];
 
+/// The sysctls /proc/sys shows, with their modes. The whole of /proc/sys is
+/// mounted read-only, as container runtimes mount it: the modes are
+/// Linux's, but no value changes.
+pub const SYSCTLS: &[(&str, u32)] = &[
+    ("fs/file-max", 0o644),
+    ("fs/nr_open", 0o644),
+    ("fs/pipe-max-size", 0o644),
+    ("kernel/cap_last_cap", 0o444),
+    ("kernel/hostname", 0o644),
+    ("kernel/ngroups_max", 0o444),
+    ("kernel/osrelease", 0o444),
+    ("kernel/ostype", 0o444),
+    ("kernel/pid_max", 0o644),
+    ("kernel/random/boot_id", 0o444),
+    ("kernel/random/uuid", 0o444),
+    ("kernel/threads-max", 0o644),
+    ("net/core/somaxconn", 0o644),
+    ("net/ipv4/ip_local_port_range", 0o644),
+    ("vm/max_map_count", 0o644),
+    ("vm/overcommit_memory", 0o644),
+];
+
+/// A file's path as /proc shows it: with " (deleted)" once its name is
+/// gone, as Linux's d_path does.
 fn dentry_path(d: &Arc<Dentry>) -> Vec<u8> {
-    d.path()
+    let mut p = d.path();
+    if d.is_deleted() {
+        p.extend_from_slice(b" (deleted)");
+    }
+    p
 }
 
 struct ProcRoot {
@@ -61,6 +121,7 @@ impl DirSource for ProcRoot {
                 v.push((name.as_bytes().to_vec(), i));
             }
         }
+        v.push((b"sys".to_vec(), self.lookup(b"sys").expect("sys")));
         v.push((b"self".to_vec(), self.lookup(b"self").expect("self")));
         v.push((b"thread-self".to_vec(), self.lookup(b"thread-self").expect("thread-self")));
         for pid in self.src.pids() {
@@ -71,10 +132,17 @@ impl DirSource for ProcRoot {
 
     fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
         match name {
-            b"self" | b"thread-self" => {
+            b"self" => {
                 let src = self.src.clone();
                 Some(SynthSymlink::computed(move || Ok(src.current_pid().to_string().into_bytes())))
             }
+            b"thread-self" => {
+                let src = self.src.clone();
+                Some(SynthSymlink::computed(move || {
+                    Ok(format!("{}/task/{}", src.current_pid(), src.current_tid()).into_bytes())
+                }))
+            }
+            b"sys" => Some(sysctl_dir(&self.src, "sys", &SYSCTLS.iter().map(|(n, m)| (*n, *m)).collect::<Vec<_>>())),
             _ => {
                 let s = std::str::from_utf8(name).ok()?;
                 if let Ok(pid) = s.parse::<i32>() {
@@ -123,7 +191,7 @@ struct ProcessDir {
 
 impl DirSource for ProcessDir {
     fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
-        let names = PROCESS_FILES.iter().copied().chain(["root", "cwd", "exe", "fd"]);
+        let names = PROCESS_FILES.iter().map(|(n, _)| *n).chain(["root", "cwd", "exe", "fd", "fdinfo", "task"]);
         names.filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
     }
 
@@ -134,15 +202,130 @@ impl DirSource for ProcessDir {
             b"cwd" => Some(link_to(src, pid, |s, p| s.cwd(p))),
             b"exe" => Some(link_to(src, pid, |s, p| s.exe(p))),
             b"fd" => Some(SynthDir::with_source(Box::new(FdDir { src: src.clone(), pid }), 0o500, owner_of(&src, pid))),
+            b"fdinfo" => {
+                Some(SynthDir::with_source(Box::new(FdInfoDir { src: src.clone(), pid }), 0o500, owner_of(&src, pid)))
+            }
+            b"task" => {
+                Some(SynthDir::with_source(Box::new(TaskDir { src: src.clone(), pid }), 0o555, owner_of(&src, pid)))
+            }
             _ => {
                 let n = std::str::from_utf8(name).ok()?;
-                PROCESS_FILES.contains(&n).then(|| {
-                    let n = n.to_string();
-                    SynthFile::inode(0o444, owner_of(&src, pid), move || src.file(pid, &n).ok_or(FsError::NotFound))
+                let &(n, mode) = PROCESS_FILES.iter().find(|(f, _)| *f == n)?;
+                let owner = owner_of(&src, pid);
+                let generate = {
+                    let src = src.clone();
+                    move || src.file(pid, n).ok_or(FsError::NotFound)
+                };
+                Some(if WRITABLE_FILES.contains(&n) {
+                    SynthFile::writable(mode, owner, generate, move |data| src.write_file(pid, n, data))
+                } else {
+                    SynthFile::inode(mode, owner, generate)
                 })
             }
         }
     }
+}
+
+/// /proc/PID/task: a directory per thread.
+struct TaskDir {
+    src: Arc<dyn ProcSource>,
+    pid: i32,
+}
+
+impl DirSource for TaskDir {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        self.src.threads(self.pid).into_iter().map(|tid| (tid.to_string().into_bytes(), self.thread_dir(tid))).collect()
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        let tid: i32 = std::str::from_utf8(name).ok()?.parse().ok()?;
+        self.src.threads(self.pid).contains(&tid).then(|| self.thread_dir(tid))
+    }
+}
+
+impl TaskDir {
+    fn thread_dir(&self, tid: i32) -> Arc<dyn Inode> {
+        let s = self.src.clone();
+        let pid = self.pid;
+        let owner: Owner = Arc::new(move || s.owner(pid).map_or((0, 0), |(uid, gid, _)| (uid, gid)));
+        SynthDir::with_source(Box::new(ThreadDir { src: self.src.clone(), pid, tid }), 0o555, Some(owner))
+    }
+}
+
+/// /proc/PID/task/TID: the thread's own stat, status and comm, the rest
+/// its process's.
+struct ThreadDir {
+    src: Arc<dyn ProcSource>,
+    pid: i32,
+    tid: i32,
+}
+
+impl DirSource for ThreadDir {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        THREAD_FILES.iter().filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        let n = std::str::from_utf8(name).ok()?;
+        let n = *THREAD_FILES.iter().find(|f| **f == n)?;
+        let mode = PROCESS_FILES.iter().find(|(f, _)| *f == n).map_or(0o444, |(_, m)| *m);
+        let (src, pid, tid) = (self.src.clone(), self.pid, self.tid);
+        Some(SynthFile::inode(mode, owner_of(&src, pid), move || {
+            src.thread_file(pid, tid, n).or_else(|| src.file(pid, n)).ok_or(FsError::NotFound)
+        }))
+    }
+}
+
+/// /proc/PID/fdinfo: a file per descriptor.
+struct FdInfoDir {
+    src: Arc<dyn ProcSource>,
+    pid: i32,
+}
+
+impl DirSource for FdInfoDir {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        self.src
+            .fds(self.pid)
+            .into_iter()
+            .filter_map(|(fd, _)| self.lookup(fd.to_string().as_bytes()).map(|i| (fd.to_string().into_bytes(), i)))
+            .collect()
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        let fd: i32 = std::str::from_utf8(name).ok()?.parse().ok()?;
+        let (src, pid) = (self.src.clone(), self.pid);
+        src.fdinfo(pid, fd)?;
+        Some(SynthFile::inode(0o444, owner_of(&src, pid), move || src.fdinfo(pid, fd).ok_or(FsError::NotFound)))
+    }
+}
+
+/// A directory of /proc/sys: `at` is its path below /proc, `sysctls` the
+/// entries below it, as paths relative to it.
+fn sysctl_dir(src: &Arc<dyn ProcSource>, at: &str, sysctls: &[(&str, u32)]) -> Arc<dyn Inode> {
+    let mut entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = Vec::new();
+    let mut subdirs: Vec<&str> = Vec::new();
+    for (path, mode) in sysctls {
+        match path.split_once('/') {
+            Some((dir, _)) => {
+                if !subdirs.contains(&dir) {
+                    subdirs.push(dir);
+                }
+            }
+            None => {
+                let (src, name) = (src.clone(), format!("{at}/{path}"));
+                let file = SynthFile::inode(*mode, None, move || src.global(&name).ok_or(FsError::NotFound));
+                entries.push((path.as_bytes().to_vec(), file));
+            }
+        }
+    }
+    for dir in subdirs {
+        let below: Vec<(&str, u32)> = sysctls
+            .iter()
+            .filter_map(|(p, m)| p.strip_prefix(dir).and_then(|r| r.strip_prefix('/')).map(|r| (r, *m)))
+            .collect();
+        entries.push((dir.as_bytes().to_vec(), sysctl_dir(src, &format!("{at}/{dir}"), &below)));
+    }
+    SynthDir::with_source(Box::new(entries), 0o555, None)
 }
 
 struct FdDir {
@@ -190,7 +373,10 @@ impl FdDir {
     }
 }
 
-/// The root of /proc.
-pub fn new_procfs(src: Arc<dyn ProcSource>) -> Arc<dyn Inode> {
-    SynthDir::with_source(Box::new(ProcRoot { src }), 0o555, None)
+/// The root of /proc, and the /proc/sys directory to mount over its `sys`
+/// read-only.
+pub fn new_procfs(src: Arc<dyn ProcSource>) -> (Arc<dyn Inode>, Arc<dyn Inode>) {
+    let root = ProcRoot { src };
+    let sys = root.lookup(b"sys").expect("sys");
+    (SynthDir::with_source(Box::new(root), 0o555, None), sys)
 }

@@ -187,3 +187,28 @@ fn host_ioctl_get<T: crate::abi::Pod>(fd: &OwnedFd, cmd: u32) -> Result<T, FsErr
     }
     Ok(v)
 }
+
+/// One of the caller's streams as an object opened again by name
+/// (`/dev/stdout`, `/proc/self/fd/1`): the same host descriptor, as
+/// reopening a pipe or terminal reaches the same object on Linux.
+pub struct StreamInode(pub std::sync::Arc<dyn FileOps>);
+
+impl super::Inode for StreamInode {
+    fn file_type(&self) -> super::FileType {
+        self.0.stat().map_or(super::FileType::CharDevice, |s| s.file_type())
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        self.0.stat()
+    }
+    fn open(
+        &self,
+        _: &super::Context,
+        _: &std::sync::Arc<super::Dentry>,
+        _: OpenFlags,
+    ) -> Result<std::sync::Arc<dyn FileOps>, FsError> {
+        Ok(self.0.clone())
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+}

@@ -6,7 +6,7 @@ use crate::fs::Context;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use memory::GuestSliceMut;
+use memory::{GuestSlice, GuestSliceMut};
 
 use super::{Dentry, FileOps, FileType, FsError, Inode, OpenFile, OpenFlags, Stat, StatFs, Timespec};
 
@@ -136,6 +136,7 @@ impl SynthDir {
             generate: Box::new(move || Ok(data.clone())),
             owner: None,
             syncs: true,
+            store: None,
         })
     }
 }
@@ -201,6 +202,10 @@ impl FileOps for SynthDirFile {
 
 type Generator = Box<dyn Fn() -> Result<Vec<u8>, FsError> + Send + Sync>;
 
+/// What a write to a synthetic file does with the bytes written, as one
+/// write of a procfs file sets its value whole.
+pub type Store = Arc<dyn Fn(&[u8]) -> Result<(), FsError> + Send + Sync>;
+
 /// A file whose contents are generated when it is opened.
 pub struct SynthFile {
     ino: u64,
@@ -209,6 +214,8 @@ pub struct SynthFile {
     owner: Option<Owner>,
     /// As [`SynthDir`]'s.
     syncs: bool,
+    /// Where writes go, for the files that take them.
+    store: Option<Store>,
 }
 
 impl SynthFile {
@@ -225,6 +232,25 @@ impl SynthFile {
             generate: Box::new(generate),
             owner,
             syncs: false,
+            store: None,
+        })
+    }
+
+    /// A generated file that also takes writes: each write hands its bytes
+    /// to `store` (mode and owner decide who may open it for writing).
+    pub fn writable(
+        perm: u32,
+        owner: Option<Owner>,
+        generate: impl Fn() -> Result<Vec<u8>, FsError> + Send + Sync + 'static,
+        store: impl Fn(&[u8]) -> Result<(), FsError> + Send + Sync + 'static,
+    ) -> Arc<dyn Inode> {
+        Arc::new(SynthFile {
+            ino: next_ino(),
+            mode: FileType::Regular.mode_bits() | perm,
+            generate: Box::new(generate),
+            owner,
+            syncs: false,
+            store: Some(Arc::new(store)),
         })
     }
 }
@@ -237,10 +263,17 @@ impl Inode for SynthFile {
         Ok(owned_stat(self.ino, self.mode, 0, 1, owner_ids(&self.owner)))
     }
     fn open(&self, _: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
-        if flags.writable() {
-            return Err(FsError::PermissionDenied);
-        }
-        Ok(Arc::new(Snapshot { stat: self.stat()?, data: (self.generate)()?, syncs: self.syncs }))
+        let store = match (&self.store, flags.writable()) {
+            (_, false) => None,
+            (Some(s), true) => Some(s.clone()),
+            (None, true) => return Err(FsError::PermissionDenied),
+        };
+        // A file opened only to write is not generated.
+        let data = if flags.readable() { (self.generate)()? } else { Vec::new() };
+        Ok(Arc::new(Snapshot { stat: self.stat()?, data, syncs: self.syncs, store }))
+    }
+    fn read_only(&self) -> bool {
+        self.store.is_none()
     }
 }
 
@@ -249,6 +282,7 @@ struct Snapshot {
     stat: Stat,
     data: Vec<u8>,
     syncs: bool,
+    store: Option<Store>,
 }
 
 impl FileOps for Snapshot {
@@ -265,6 +299,17 @@ impl FileOps for Snapshot {
             n += k;
         }
         Ok(n)
+    }
+    fn write(&self, _: &Context, _: &OpenFile, bufs: &[GuestSlice<'_>], _offset: u64) -> Result<usize, FsError> {
+        let store = self.store.as_ref().ok_or(FsError::BadFd)?;
+        let mut data = Vec::new();
+        for b in bufs {
+            let at = data.len();
+            data.resize(at + b.len(), 0);
+            b.copy_to(&mut data[at..]);
+        }
+        store(&data)?;
+        Ok(data.len())
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.stat)

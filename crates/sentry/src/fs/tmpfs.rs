@@ -5,7 +5,7 @@
 //! frames back). It is also the upper layer of the overlay root.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use linux_raw_sys::general as g;
@@ -163,6 +163,61 @@ pub struct TmpInode {
     /// Made by O_TMPFILE without O_EXCL: may be linked in although it has
     /// no name (Linux's I_LINKABLE).
     linkable: std::sync::atomic::AtomicBool,
+    /// F_SEAL_* bits. A file that was not made sealable (only memfds are)
+    /// has F_SEAL_SEAL, so no seal can be added.
+    seals: AtomicU32,
+    /// Shared mappings that may write (Linux's i_mmap_writable).
+    writable_maps: AtomicU64,
+}
+
+/// A shared mapping of a tmpfs file opened for writing: counted while it
+/// exists, so F_SEAL_WRITE is refused (EBUSY) meanwhile.
+pub struct WritableMap {
+    inode: Arc<TmpInode>,
+}
+
+impl WritableMap {
+    /// EPERM if the file is sealed against writes.
+    pub fn new(inode: &Arc<TmpInode>) -> Result<Arc<dyn Mappable>, FsError> {
+        let _pages = inode.pages()?.lock().unwrap();
+        if inode.seals.load(Ordering::Relaxed) & (seal::WRITE | seal::FUTURE_WRITE) != 0 {
+            return Err(FsError::NotPermitted);
+        }
+        inode.writable_maps.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(WritableMap { inode: inode.clone() }))
+    }
+}
+
+impl Drop for WritableMap {
+    fn drop(&mut self) {
+        self.inode.writable_maps.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Mappable for WritableMap {
+    fn page(&self, index: u64) -> Result<Option<Frame>, crate::mm::MmError> {
+        self.inode.page(index)
+    }
+    fn size(&self) -> u64 {
+        TmpInode::size(&self.inode)
+    }
+    fn describe(&self) -> MapName {
+        self.inode.describe()
+    }
+    fn cached(&self, index: u64) -> Option<Frame> {
+        self.inode.cached(index)
+    }
+}
+
+/// fcntl's file seals (F_SEAL_*).
+pub mod seal {
+    pub const SEAL: u32 = 0x01;
+    pub const SHRINK: u32 = 0x02;
+    pub const GROW: u32 = 0x04;
+    pub const WRITE: u32 = 0x08;
+    pub const FUTURE_WRITE: u32 = 0x10;
+    pub const EXEC: u32 = 0x20;
+    pub const ALL: u32 = SEAL | SHRINK | GROW | WRITE | FUTURE_WRITE | EXEC;
 }
 
 impl TmpInode {
@@ -189,7 +244,42 @@ impl TmpInode {
             body,
             xattrs: Mutex::new(BTreeMap::new()),
             linkable: std::sync::atomic::AtomicBool::new(false),
+            seals: AtomicU32::new(seal::SEAL),
+            writable_maps: AtomicU64::new(0),
         })
+    }
+
+    /// A memfd: a regular file with no name in this file system, sealable
+    /// when `sealing` (else it has F_SEAL_SEAL like any other file).
+    pub fn memfd(&self, node: NewNode, sealing: bool) -> Arc<TmpInode> {
+        let i = TmpInode::new(&self.fs, node, Body::File(Mutex::new(Pages::default())));
+        i.seals.store(if sealing { 0 } else { seal::SEAL }, Ordering::Relaxed);
+        i
+    }
+
+    /// The seals (F_GET_SEALS).
+    pub fn seals(&self) -> u32 {
+        self.seals.load(Ordering::Relaxed)
+    }
+
+    /// F_ADD_SEALS: EPERM once F_SEAL_SEAL is set.
+    pub fn add_seals(&self, add: u32) -> Result<(), FsError> {
+        if add & !seal::ALL != 0 {
+            return Err(FsError::Invalid);
+        }
+        let pages = self.pages()?.lock().unwrap();
+        let cur = self.seals.load(Ordering::Relaxed);
+        if cur & seal::SEAL != 0 {
+            return Err(FsError::NotPermitted);
+        }
+        // Sealing against writes while someone could still write through
+        // a shared mapping would not hold.
+        if add & seal::WRITE != 0 && self.writable_maps.load(Ordering::Relaxed) > 0 {
+            return Err(FsError::Busy);
+        }
+        self.seals.store(cur | add, Ordering::Relaxed);
+        drop(pages);
+        Ok(())
     }
 
     fn arc(&self) -> Arc<TmpInode> {
@@ -306,6 +396,10 @@ impl TmpInode {
         if offset.checked_add(total).is_none_or(|end| end > i64::MAX as u64) {
             return Err(FsError::Host(crate::errno::Errno::EFBIG));
         }
+        let seals = self.seals.load(Ordering::Relaxed);
+        if seals & (seal::WRITE | seal::FUTURE_WRITE) != 0 || (seals & seal::GROW != 0 && offset + total > pages.size) {
+            return Err(FsError::NotPermitted);
+        }
         let mut pos = offset;
         let mut done = 0usize;
         let mut failed = None;
@@ -347,6 +441,10 @@ impl TmpInode {
     /// last page past the end are zeroed, so growing again reads zeros.
     fn truncate(&self, size: u64) -> Result<(), FsError> {
         let mut pages = self.pages()?.lock().unwrap();
+        let seals = self.seals.load(Ordering::Relaxed);
+        if (seals & seal::SHRINK != 0 && size < pages.size) || (seals & seal::GROW != 0 && size > pages.size) {
+            return Err(FsError::NotPermitted);
+        }
         if size < pages.size {
             let keep = size.div_ceil(PAGE);
             let gone = pages.frames.split_off(&keep);
@@ -372,7 +470,14 @@ impl TmpInode {
             .filter(|e| *e <= i64::MAX as u64)
             .ok_or(FsError::Host(crate::errno::Errno::EFBIG))?;
         let mut pages = self.pages()?.lock().unwrap();
-        if mode & g::FALLOC_FL_PUNCH_HOLE != 0 {
+        let seals = self.seals.load(Ordering::Relaxed);
+        let punch = mode & g::FALLOC_FL_PUNCH_HOLE != 0;
+        if (punch && seals & (seal::WRITE | seal::FUTURE_WRITE) != 0)
+            || (!keep_size && seals & seal::GROW != 0 && end > pages.size)
+        {
+            return Err(FsError::NotPermitted);
+        }
+        if punch {
             let mut pos = offset;
             while pos < end.min(pages.size) {
                 let index = pos / PAGE;
@@ -870,10 +975,36 @@ impl FileOps for TmpFile {
     fn fallocate(&self, mode: u32, offset: u64, len: u64) -> Result<(), FsError> {
         self.inode.fallocate(mode, offset, len)
     }
+
+    fn seek_data(&self, offset: u64, hole: bool) -> Option<Result<u64, FsError>> {
+        let Ok(pages) = self.inode.pages() else { return Some(Err(FsError::Invalid)) };
+        let pages = pages.lock().unwrap();
+        if offset >= pages.size {
+            return Some(Err(FsError::NoDevice));
+        }
+        let first = offset / PAGE;
+        let r = if hole {
+            // The first page from `first` on that has no frame, or the end.
+            let mut index = first;
+            for (i, _) in pages.frames.range(first..) {
+                if *i != index {
+                    break;
+                }
+                index += 1;
+            }
+            (index * PAGE).max(offset).min(pages.size)
+        } else {
+            match pages.frames.range(first..).next() {
+                Some((i, _)) if i * PAGE < pages.size => (i * PAGE).max(offset),
+                _ => return Some(Err(FsError::NoDevice)),
+            }
+        };
+        Some(Ok(r))
+    }
 }
 
 impl Mappable for TmpInode {
-    fn page(&self, index: u64) -> Result<Option<Frame>, FsError> {
+    fn page(&self, index: u64) -> Result<Option<Frame>, crate::mm::MmError> {
         let mut pages = self.pages()?.lock().unwrap();
         if index * PAGE >= pages.size {
             return Ok(None);
@@ -881,7 +1012,7 @@ impl Mappable for TmpInode {
         let f = match pages.frames.get(&index) {
             Some(f) => *f,
             None => {
-                let f = self.fs.allocate().map_err(|_| FsError::NoMemory)?;
+                let f = self.fs.allocate().map_err(|_| crate::mm::MmError::NoMemory)?;
                 pages.frames.insert(index, f);
                 f
             }

@@ -219,7 +219,7 @@ pub fn map_image(mm: &MemoryManager, file: &OpenFile, info: &ElfInfo, main: bool
                 file: mappable.clone(),
                 offset: s.offset - (start - map_start),
                 shared: false,
-                name: file.dentry.clone(),
+                name: file.dentry.clone().map(|d| d as std::sync::Arc<dyn crate::mm::MapPath>),
             };
             mm.map(map_start, map_end - map_start, s.access, backing, fixed).map_err(mm_err)?;
             if s.memsz > s.filesz && s.access.write && !file_end.is_multiple_of(PAGE) {

@@ -25,6 +25,7 @@
 //!   it in place) while a stale translation here still reads it.
 
 mod io;
+mod mappable;
 mod shared;
 mod vma;
 
@@ -36,10 +37,9 @@ use memory::{Frame, MemoryFile};
 use platform::{Access, AddressSpace};
 
 pub use io::Pinned;
+pub use mappable::{MapName, MapPath, Mappable};
 pub use shared::SharedMemory;
 pub use vma::{Backing, Role, Vma, VmaMap};
-
-use crate::fs::FsError;
 
 /// Page size.
 pub const PAGE: u64 = 4096;
@@ -114,15 +114,16 @@ pub enum MmError {
     /// A string had no terminator within the allowed length.
     #[error("string too long")]
     TooLong,
+    /// Reading the mapped file failed.
     #[error("reading the mapped file: {0}")]
-    File(#[from] FsError),
+    Io(crate::errno::Errno),
 }
 
 impl MmError {
     /// True if memory ran out: no frame for a page or for a file's page
     /// cache, or no room for the records of a mapping.
     pub fn is_out_of_memory(&self) -> bool {
-        matches!(self, MmError::NoMemory | MmError::File(FsError::Host(crate::errno::Errno::ENOMEM)))
+        matches!(self, MmError::NoMemory | MmError::Io(crate::errno::Errno::ENOMEM))
     }
 }
 
@@ -303,6 +304,13 @@ impl MemoryManager {
     /// Copies of the VMAs, for /proc and tests.
     pub fn vmas(&self) -> Vec<Vma> {
         self.lock().vmas.iter().cloned().collect()
+    }
+
+    /// Copies of the VMAs, each with the pages of it backed by frames
+    /// (/proc/PID/smaps and statm).
+    pub fn vmas_resident(&self) -> Vec<(Vma, u64)> {
+        let st = self.lock();
+        st.vmas.iter().map(|v| (v.clone(), st.pages.range(v.start..v.end).count() as u64)).collect()
     }
 
     /// Pages currently backed by frames.

@@ -6,7 +6,7 @@ use memory::{Frame, MemoryFile};
 use platform::{Access, AddressSpace, PlatformError};
 
 use super::*;
-use crate::fs::{FsError, MapName, Mappable};
+use super::{MapName, Mappable, MmError};
 
 /// Records what the memory manager asks the platform to map.
 #[derive(Default)]
@@ -385,7 +385,7 @@ struct TestFile {
 }
 
 impl Mappable for TestFile {
-    fn page(&self, index: u64) -> Result<Option<Frame>, FsError> {
+    fn page(&self, index: u64) -> Result<Option<Frame>, MmError> {
         Ok(self.pages.get(index as usize).map(|f| {
             self.mf.inc_ref(*f);
             *f

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use platform::Access;
 
 use super::shared::SharedMemory;
-use crate::fs::{Dentry, Mappable};
+use super::{MapPath, Mappable};
 
 /// What backs a VMA's pages.
 #[derive(Clone)]
@@ -19,7 +19,7 @@ pub enum Backing {
     Shared { object: Arc<SharedMemory>, offset: u64 },
     /// Pages of a file. Private mappings copy a page on first write.
     /// `name` is the name it was mapped by, which /proc/PID/maps shows.
-    File { file: Arc<dyn Mappable>, offset: u64, shared: bool, name: Option<Arc<Dentry>> },
+    File { file: Arc<dyn Mappable>, offset: u64, shared: bool, name: Option<Arc<dyn MapPath>> },
 }
 
 impl Backing {
@@ -350,14 +350,14 @@ mod tests {
     fn file_offsets_follow_splits() {
         struct NoFile;
         impl Mappable for NoFile {
-            fn page(&self, _: u64) -> Result<Option<memory::Frame>, crate::fs::FsError> {
+            fn page(&self, _: u64) -> Result<Option<memory::Frame>, crate::mm::MmError> {
                 Ok(None)
             }
             fn size(&self) -> u64 {
                 0
             }
-            fn describe(&self) -> crate::fs::MapName {
-                crate::fs::MapName::default()
+            fn describe(&self) -> crate::mm::MapName {
+                crate::mm::MapName::default()
             }
         }
         let f: Arc<dyn Mappable> = Arc::new(NoFile);

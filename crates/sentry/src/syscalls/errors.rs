@@ -32,43 +32,6 @@ impl From<rustix::io::Errno> for SysError {
     }
 }
 
-impl From<FsError> for Errno {
-    fn from(e: FsError) -> Self {
-        match e {
-            FsError::NotFound => Errno::ENOENT,
-            FsError::NotDirectory => Errno::ENOTDIR,
-            FsError::IsDirectory => Errno::EISDIR,
-            FsError::ReadOnly => Errno::EROFS,
-            FsError::Exists => Errno::EEXIST,
-            FsError::Loop => Errno::ELOOP,
-            FsError::NameTooLong => Errno::ENAMETOOLONG,
-            FsError::PermissionDenied => Errno::EACCES,
-            FsError::Invalid => Errno::EINVAL,
-            FsError::NotEmpty => Errno::ENOTEMPTY,
-            FsError::BadFd => Errno::EBADF,
-            FsError::NotSeekable => Errno::ESPIPE,
-            FsError::NotTty => Errno::ENOTTY,
-            FsError::NotSupported => Errno::EOPNOTSUPP,
-            FsError::WouldBlock => Errno::EAGAIN,
-            FsError::BrokenPipe => Errno::EPIPE,
-            FsError::Interrupted => Errno::ERESTARTSYS,
-            FsError::Fault => Errno::EFAULT,
-            FsError::NoDevice => Errno::ENXIO,
-            FsError::Overflow => Errno::EOVERFLOW,
-            FsError::NotPermitted => Errno::EPERM,
-            FsError::NoSpace => Errno::ENOSPC,
-            FsError::CrossDevice => Errno::EXDEV,
-            FsError::Busy => Errno::EBUSY,
-            FsError::NoData => Errno::ENODATA,
-            FsError::TextBusy => Errno::ETXTBSY,
-            FsError::TooManyLinks => Errno::EMLINK,
-            FsError::Range => Errno::ERANGE,
-            FsError::NoMemory => Errno::ENOMEM,
-            FsError::Host(e) => e,
-        }
-    }
-}
-
 impl From<MmError> for Errno {
     fn from(e: MmError) -> Self {
         match e {
@@ -79,7 +42,7 @@ impl From<MmError> for Errno {
             MmError::Denied => Errno::EACCES,
             MmError::TooLow => Errno::EPERM,
             MmError::TooLong => Errno::ENAMETOOLONG,
-            MmError::File(f) => f.into(),
+            MmError::Io(e) => e,
         }
     }
 }

@@ -9,6 +9,7 @@ use super::{SysError, SysResult, file, read_path, start_dir};
 use crate::auth::cap;
 use crate::errno::Errno;
 use crate::fs::namei;
+use crate::fs::path::Restrict;
 use crate::fs::{
     Dentry, FileOwner, FileType, FsError, Lookup, MAY_EXEC, MAY_READ, MAY_WRITE, OpenFile, OpenFlags, Stat,
 };
@@ -49,7 +50,7 @@ impl Target {
     }
 }
 
-fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u32) -> SysResult {
+fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u32, restrict: Restrict) -> SysResult {
     let path = read_path(task, path_addr)?;
     let mut flags = OpenFlags::from_bits_retain(flags);
     if flags.contains(OpenFlags::PATH) {
@@ -65,13 +66,13 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     }
     let start = start_dir(task, dirfd, &path)?;
     if flags.contains(OpenFlags::TMPFILE) {
-        return open_tmpfile(task, start.as_ref(), &path, flags, mode);
+        return open_tmpfile(task, start.as_ref(), &path, flags, mode, restrict);
     }
     let create = flags.contains(OpenFlags::CREAT);
     let exclusive = create && flags.contains(OpenFlags::EXCL);
     let follow = !flags.contains(OpenFlags::NOFOLLOW) && !exclusive;
     let how = Lookup { follow, directory: flags.contains(OpenFlags::DIRECTORY) && !create };
-    let found = task.with_resolver(|r| r.resolve(start.as_ref(), &path, how));
+    let found = task.with_resolver_in(restrict, |r| r.resolve(start.as_ref(), &path, how));
     let mut created = false;
     let dentry = match found {
         Ok(d) => {
@@ -86,7 +87,7 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         Err(FsError::NotFound) if create => {
             let ctx = task.ctx();
             let umask = task.fs.lock().unwrap().umask;
-            let made = task.with_resolver(|r| {
+            let made = task.with_resolver_in(restrict, |r| {
                 let parent = namei::parent_of(r, start.as_ref(), &path)?;
                 if parent.slash {
                     return Err(FsError::IsDirectory);
@@ -104,7 +105,9 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
                 }
                 // Made by someone else in between: open theirs, unless
                 // O_EXCL.
-                Err(FsError::Exists) if !exclusive => task.with_resolver(|r| r.resolve(start.as_ref(), &path, how))?,
+                Err(FsError::Exists) if !exclusive => {
+                    task.with_resolver_in(restrict, |r| r.resolve(start.as_ref(), &path, how))?
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -146,11 +149,18 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
 }
 
 /// open(O_TMPFILE): an unnamed file in the file system of directory `path`.
-fn open_tmpfile(task: &mut Task, start: Option<&Arc<Dentry>>, path: &[u8], flags: OpenFlags, mode: u32) -> SysResult {
+fn open_tmpfile(
+    task: &mut Task,
+    start: Option<&Arc<Dentry>>,
+    path: &[u8],
+    flags: OpenFlags,
+    mode: u32,
+    restrict: Restrict,
+) -> SysResult {
     if !flags.writable() {
         return Err(Errno::EINVAL.into());
     }
-    let dir = task.with_resolver(|r| r.resolve(start, path, Lookup { follow: true, directory: true }))?;
+    let dir = task.with_resolver_in(restrict, |r| r.resolve(start, path, Lookup { follow: true, directory: true }))?;
     namei::want_write(&dir)?;
     let ctx = task.ctx();
     namei::may_create(&dir, &ctx.creds)?;
@@ -170,15 +180,15 @@ fn d_is(d: &Dentry, t: FileType) -> bool {
 }
 
 pub fn openat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    open_common(task, a[0], a[1], a[2] as u32, a[3] as u32)
+    open_common(task, a[0], a[1], a[2] as u32, a[3] as u32, Restrict::empty())
 }
 
 pub fn open(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    open_common(task, g::AT_FDCWD as u64, a[0], a[1] as u32, a[2] as u32)
+    open_common(task, g::AT_FDCWD as u64, a[0], a[1] as u32, a[2] as u32, Restrict::empty())
 }
 
 pub fn creat(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    open_common(task, g::AT_FDCWD as u64, a[0], g::O_CREAT | g::O_WRONLY | g::O_TRUNC, a[1] as u32)
+    open_common(task, g::AT_FDCWD as u64, a[0], g::O_CREAT | g::O_WRONLY | g::O_TRUNC, a[1] as u32, Restrict::empty())
 }
 
 pub fn openat2(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -186,13 +196,38 @@ pub fn openat2(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if size < size_of::<g::open_how>() {
         return Err(Errno::EINVAL.into());
     }
+    if size > 4096 {
+        return Err(Errno::E2BIG.into());
+    }
     let how: g::open_how = task.mm.read_pod(a[2])?;
-    if how.flags >> 32 != 0 || how.resolve != 0 {
-        // RESOLVE_* restrictions are not implemented: refuse rather than
-        // silently ignore them.
+    if size > size_of::<g::open_how>() {
+        // A larger struct from a newer caller: fine while the rest is zero.
+        let mut rest = vec![0u8; size - size_of::<g::open_how>()];
+        task.mm.copy_in(a[2] + size_of::<g::open_how>() as u64, &mut rest)?;
+        if rest.iter().any(|b| *b != 0) {
+            return Err(Errno::E2BIG.into());
+        }
+    }
+    const RESOLVE_CACHED: u64 = 0x20;
+    let known_flags = OpenFlags::all().bits() as u64 | g::O_ACCMODE as u64;
+    if how.flags & !known_flags != 0 || how.resolve & !(Restrict::all().bits() | RESOLVE_CACHED) != 0 {
         return Err(Errno::EINVAL.into());
     }
-    open_common(task, a[0], a[1], how.flags as u32, how.mode as u32)
+    let flags = how.flags as u32;
+    let creates = flags & (g::O_CREAT | g::__O_TMPFILE) != 0;
+    if (how.mode != 0 && !creates) || how.mode & !0o7777 != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let restrict = Restrict::from_bits_truncate(how.resolve);
+    if restrict.contains(Restrict::BENEATH | Restrict::IN_ROOT) {
+        return Err(Errno::EINVAL.into());
+    }
+    if how.resolve & RESOLVE_CACHED != 0 {
+        // Every lookup may need the file system itself, so none can be
+        // promised from the cache alone: the caller retries without it.
+        return Err(Errno::EAGAIN.into());
+    }
+    open_common(task, a[0], a[1], flags, how.mode as u32, restrict)
 }
 
 pub fn close(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -281,7 +316,13 @@ fn access_common(task: &Task, dirfd: u64, path_addr: u64, mode: u64, flags: u64)
         } else {
             let start = start_dir(task, dirfd, &path)?;
             let fsc = task.fs_context();
-            let r = crate::fs::Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &task.kernel.mounts, creds: &creds };
+            let r = crate::fs::Resolver {
+                root: &fsc.root,
+                cwd: &fsc.cwd,
+                mounts: &task.kernel.mounts,
+                creds: &creds,
+                restrict: crate::fs::path::Restrict::empty(),
+            };
             Some(r.resolve(start.as_ref(), &path, follow_of(flags))?)
         }
     };
@@ -522,8 +563,18 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
             Ok(p.set_capacity(arg as usize)? as u64)
         }
         g::F_ADD_SEALS | g::F_GET_SEALS => {
-            file(task, a[0])?;
-            Err(Errno::EINVAL.into())
+            let f = file(task, a[0])?;
+            let Some(t) = f.ops.downcast_ref::<crate::fs::tmpfs::TmpFile>() else {
+                return Err(Errno::EINVAL.into());
+            };
+            if a[1] as u32 == g::F_GET_SEALS {
+                return Ok(t.inode().seals() as u64);
+            }
+            if !f.writable() {
+                return Err(Errno::EPERM.into());
+            }
+            t.inode().add_seals(arg as u32)?;
+            Ok(0)
         }
         _ => Err(Errno::EINVAL.into()),
     }
@@ -661,4 +712,49 @@ pub fn chroot(task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
     task.fs.lock().unwrap().root = d;
     Ok(0)
+}
+
+/// memfd_create(2): an anonymous tmpfs file, sealable with
+/// MFD_ALLOW_SEALING.
+pub fn memfd_create(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    const MFD_CLOEXEC: u32 = 1;
+    const MFD_ALLOW_SEALING: u32 = 2;
+    const MFD_HUGETLB: u32 = 4;
+    const MFD_NOEXEC_SEAL: u32 = 8;
+    const MFD_EXEC: u32 = 0x10;
+    /// NAME_MAX less the "memfd:" prefix.
+    const NAME_MAX: usize = 249;
+    let flags = a[1] as u32;
+    if flags & !(MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_NOEXEC_SEAL | MFD_EXEC) != 0
+        || flags & (MFD_NOEXEC_SEAL | MFD_EXEC) == (MFD_NOEXEC_SEAL | MFD_EXEC)
+    {
+        return Err(Errno::EINVAL.into());
+    }
+    if flags & MFD_HUGETLB != 0 {
+        // No huge page pool in the sandbox (as a kernel without one).
+        return Err(Errno::EINVAL.into());
+    }
+    let name = task.mm.read_cstring(a[0], NAME_MAX + 1)?;
+    if name.len() > NAME_MAX {
+        return Err(Errno::EINVAL.into());
+    }
+    let creds = task.tg.creds();
+    let noexec = flags & MFD_NOEXEC_SEAL != 0;
+    let mode = g::S_IFREG | if noexec { 0o666 } else { 0o777 };
+    let node = crate::fs::NewNode { mode, uid: creds.uid.fs, gid: creds.gid.fs, rdev: 0 };
+    let root = task.kernel.memfd_root.clone();
+    let tmp = root.inode.downcast_ref::<crate::fs::tmpfs::TmpInode>().expect("the memfd root is a tmpfs");
+    let sealing = flags & (MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL) != 0;
+    let inode = tmp.memfd(node, sealing);
+    if noexec {
+        inode.add_seals(crate::fs::tmpfs::seal::EXEC)?;
+    }
+    let mut dname = b"memfd:".to_vec();
+    dname.extend_from_slice(&name);
+    let dentry = root.child(&dname, inode, root.mount.clone());
+    dentry.set_deleted();
+    let oflags = OpenFlags::RDWR | OpenFlags::LARGEFILE;
+    let ops = dentry.inode.open(&task.ctx(), &dentry, oflags)?;
+    let f = OpenFile::new(ops, Some(dentry), oflags);
+    Ok(task.files.install(f, flags & MFD_CLOEXEC != 0, 0)? as u64)
 }

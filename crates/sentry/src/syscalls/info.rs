@@ -7,7 +7,7 @@ use linux_raw_sys::system as s;
 
 use super::{SysError, SysResult};
 use crate::errno::Errno;
-use crate::task::{Task, TaskShared, all_cpus_mask, online_cpus};
+use crate::task::{Task, TaskShared, all_cpus_mask};
 
 fn fill(dst: &mut [std::ffi::c_char], v: &[u8]) {
     let n = dst.len() - 1;
@@ -92,8 +92,9 @@ fn affinity_target(task: &Task, pid: i32) -> Result<Arc<TaskShared>, SysError> {
 
 pub fn sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (pid, len) = (a[0] as i32, a[1] as usize);
-    let size = all_cpus_mask().len();
-    if len.saturating_mul(8) < online_cpus() || !len.is_multiple_of(8) {
+    let cpus = task.kernel.config.cpus;
+    let size = all_cpus_mask(cpus).len();
+    if len.saturating_mul(8) < cpus || !len.is_multiple_of(8) {
         return Err(Errno::EINVAL.into());
     }
     let m = affinity_target(task, pid)?.affinity.lock().unwrap().clone();
@@ -104,7 +105,7 @@ pub fn sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
 /// sched_setaffinity: the mask is kept for the thread (what
 /// sched_getaffinity then reports); host threads are not pinned.
 pub fn sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let all = all_cpus_mask();
+    let all = all_cpus_mask(task.kernel.config.cpus);
     // Bytes past the sandbox's CPUs are ignored; a short mask means the
     // CPUs it does not reach are not wanted.
     let mut m = vec![0u8; all.len()];

@@ -314,6 +314,13 @@ pub fn lseek(task: &mut Task, a: &[u64; 6]) -> SysResult {
         g::SEEK_CUR => *cur as i64,
         g::SEEK_END => f.ops.stat()?.size as i64,
         g::SEEK_DATA | g::SEEK_HOLE => {
+            if off >= 0
+                && let Some(r) = f.ops.seek_data(off as u64, whence == g::SEEK_HOLE)
+            {
+                let r = r?;
+                *cur = r;
+                return Ok(r);
+            }
             let size = f.ops.stat()?.size as i64;
             if off < 0 || off >= size {
                 return Err(Errno::ENXIO.into());
@@ -333,33 +340,47 @@ pub fn lseek(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 /// Copies between two files through a sentry buffer (sendfile,
-/// copy_file_range).
+/// copy_file_range, splice): from `input` at `in_pos` (or its offset) to
+/// `output` at `out_pos` (or its offset, or the stream). A stream input is
+/// read once, giving what it holds now (waiting only while it holds
+/// nothing), as splice takes what a pipe holds. Returns the count and the
+/// positions after it.
 fn copy_between(
     task: &mut Task,
     input: &Arc<OpenFile>,
     in_pos: Option<u64>,
     output: &Arc<OpenFile>,
+    out_pos: Option<u64>,
     count: usize,
-) -> Result<(usize, u64), SysError> {
+) -> Result<(usize, u64, u64), SysError> {
     check_readable(input)?;
     check_writable(output)?;
     let ctx = &task.ctx();
     let mut buf = vec![0u8; count.min(1 << 20)];
     let mut done = 0;
     let mut pos = in_pos;
+    let mut opos = out_pos;
+    let ended = |done: usize, pos: Option<u64>, opos: Option<u64>| Ok((done, pos.unwrap_or(0), opos.unwrap_or(0)));
     while done < count {
         let want = (count - done).min(buf.len());
         let n = {
             let s = [GuestSliceMut::from(&mut buf[..want])];
-            match pos {
-                Some(p) => input.ops.read(ctx, input, &s, p)?,
+            let r = match pos {
+                Some(p) => input.ops.read(ctx, input, &s, p),
                 None if input.ops.seekable() => {
                     let mut off = input.offset.lock().unwrap();
-                    let n = input.ops.read(ctx, input, &s, *off)?;
-                    *off += n as u64;
-                    n
+                    let r = input.ops.read(ctx, input, &s, *off);
+                    if let Ok(n) = r {
+                        *off += n as u64;
+                    }
+                    r
                 }
-                None => input.ops.read(ctx, input, &s, 0)?,
+                None => input.ops.read(ctx, input, &s, 0),
+            };
+            match r {
+                Ok(n) => n,
+                Err(e) if done == 0 => return Err(e.into()),
+                Err(_) => break,
             }
         };
         if n == 0 {
@@ -368,38 +389,49 @@ fn copy_between(
         let mut written = 0;
         while written < n {
             let s = [GuestSlice::from(&buf[written..n])];
-            let r = if output.ops.seekable() {
-                let mut off = output.offset.lock().unwrap();
-                let w = output.ops.write(ctx, output, &s, *off);
-                if let Ok(w) = w {
-                    *off += w as u64;
+            let r = match opos {
+                Some(p) => output.ops.write(ctx, output, &s, p + written as u64),
+                None if output.ops.seekable() => {
+                    let mut off = output.offset.lock().unwrap();
+                    let w = output.ops.write(ctx, output, &s, *off);
+                    if let Ok(w) = w {
+                        *off += w as u64;
+                    }
+                    w
                 }
-                w
-            } else {
-                output.ops.write(ctx, output, &s, 0)
+                None => output.ops.write(ctx, output, &s, 0),
             };
             match r {
                 Ok(w) => written += w,
                 Err(FsError::BrokenPipe) => {
                     task.signal_self(g::SIGPIPE);
-                    return if done > 0 { Ok((done, pos.unwrap_or(0))) } else { Err(Errno::EPIPE.into()) };
+                    return if done > 0 { ended(done, pos, opos) } else { Err(Errno::EPIPE.into()) };
                 }
-                Err(e) => return if done > 0 { Ok((done, pos.unwrap_or(0))) } else { Err(e.into()) },
+                Err(e) => return if done > 0 { ended(done, pos, opos) } else { Err(e.into()) },
             }
         }
         done += n;
         if let Some(p) = pos.as_mut() {
             *p += n as u64;
         }
+        if let Some(p) = opos.as_mut() {
+            *p += n as u64;
+        }
+        if !input.ops.seekable() {
+            break;
+        }
     }
-    Ok((done, pos.unwrap_or(0)))
+    ended(done, pos, opos)
 }
 
 pub fn sendfile(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let out = file(task, a[0])?;
     let input = file(task, a[1])?;
+    if out.flags().contains(OpenFlags::APPEND) {
+        return Err(Errno::EINVAL.into());
+    }
     let pos = if a[2] != 0 { Some(offset_arg(task.mm.read_pod::<u64>(a[2])?)?) } else { None };
-    let (n, end) = copy_between(task, &input, pos, &out, (a[3] as usize).min(MAX_RW))?;
+    let (n, end, _) = copy_between(task, &input, pos, &out, None, (a[3] as usize).min(MAX_RW))?;
     if a[2] != 0 {
         task.mm.write_pod(a[2], &end)?;
     }
@@ -410,17 +442,182 @@ pub fn copy_file_range(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if a[5] != 0 {
         return Err(Errno::EINVAL.into());
     }
-    if a[3] != 0 {
-        // Writing at an explicit output offset is only possible on a
-        // writable regular file, which the read-only root does not have.
-        return Err(Errno::EXDEV.into());
-    }
     let input = file(task, a[0])?;
     let out = file(task, a[2])?;
+    check_readable(&input)?;
+    check_writable(&out)?;
+    if out.flags().contains(OpenFlags::APPEND) {
+        return Err(Errno::EBADF.into());
+    }
+    for f in [&input, &out] {
+        match f.ops.stat()?.file_type() {
+            FileType::Regular => {}
+            FileType::Directory => return Err(Errno::EISDIR.into()),
+            _ => return Err(Errno::EINVAL.into()),
+        }
+    }
     let pos = if a[1] != 0 { Some(offset_arg(task.mm.read_pod::<u64>(a[1])?)?) } else { None };
-    let (n, end) = copy_between(task, &input, pos, &out, (a[4] as usize).min(MAX_RW))?;
+    let opos = if a[3] != 0 { Some(offset_arg(task.mm.read_pod::<u64>(a[3])?)?) } else { None };
+    let count = (a[4] as usize).min(MAX_RW);
+    if Arc::ptr_eq(&input.ops, &out.ops)
+        || input.ops.stat()?.ino == out.ops.stat()?.ino && input.ops.stat()?.dev == out.ops.stat()?.dev
+    {
+        // The same file: the two ranges may not overlap.
+        let ip = pos.unwrap_or_else(|| *input.offset.lock().unwrap());
+        let op = opos.unwrap_or_else(|| *out.offset.lock().unwrap());
+        if ip < op + count as u64 && op < ip + count as u64 {
+            return Err(Errno::EINVAL.into());
+        }
+    }
+    let (n, end, oend) = copy_between(task, &input, pos, &out, opos, count)?;
     if a[1] != 0 {
         task.mm.write_pod(a[1], &end)?;
     }
+    if a[3] != 0 {
+        task.mm.write_pod(a[3], &oend)?;
+    }
     Ok(n as u64)
+}
+
+/// splice(2) flags.
+const SPLICE_F_MOVE: u32 = 1;
+const SPLICE_F_NONBLOCK: u32 = 2;
+const SPLICE_F_MORE: u32 = 4;
+const SPLICE_F_GIFT: u32 = 8;
+
+/// SPLICE_F_NONBLOCK: EAGAIN where the pipe side would wait.
+fn splice_would_block(input: &OpenFile, output: &OpenFile) -> bool {
+    let in_pipe = crate::fs::pipe::pipe_of(&*input.ops).is_some();
+    let out_pipe = crate::fs::pipe::pipe_of(&*output.ops).is_some();
+    (in_pipe && input.ops.poll() & (crate::fs::POLLIN | crate::fs::POLLHUP) == 0)
+        || (out_pipe && output.ops.poll() & (crate::fs::POLLOUT | crate::fs::POLLERR) == 0)
+}
+
+pub fn splice(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[5] as u32;
+    if flags & !(SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let input = file(task, a[0])?;
+    let out = file(task, a[2])?;
+    check_readable(&input)?;
+    check_writable(&out)?;
+    let in_pipe = crate::fs::pipe::pipe_of(&*input.ops).is_some();
+    let out_pipe = crate::fs::pipe::pipe_of(&*out.ops).is_some();
+    if !in_pipe && !out_pipe {
+        return Err(Errno::EINVAL.into());
+    }
+    if (in_pipe && a[1] != 0) || (out_pipe && a[3] != 0) {
+        return Err(Errno::ESPIPE.into());
+    }
+    if out.flags().contains(OpenFlags::APPEND) && !out_pipe {
+        return Err(Errno::EINVAL.into());
+    }
+    if in_pipe
+        && out_pipe
+        && Arc::ptr_eq(
+            crate::fs::pipe::pipe_of(&*input.ops).expect("a pipe"),
+            crate::fs::pipe::pipe_of(&*out.ops).expect("a pipe"),
+        )
+    {
+        return Err(Errno::EINVAL.into());
+    }
+    let count = (a[4] as usize).min(MAX_RW);
+    if count == 0 {
+        return Ok(0);
+    }
+    let pos = if a[1] != 0 { Some(offset_arg(task.mm.read_pod::<u64>(a[1])?)?) } else { None };
+    let opos = if a[3] != 0 { Some(offset_arg(task.mm.read_pod::<u64>(a[3])?)?) } else { None };
+    if flags & SPLICE_F_NONBLOCK != 0 && splice_would_block(&input, &out) {
+        return Err(Errno::EAGAIN.into());
+    }
+    // A pipe is spliced to a file a pipe-load at a time, so what the pipe
+    // holds now goes, and the call returns.
+    let (n, end, oend) = copy_between(task, &input, pos, &out, opos, count)?;
+    if a[1] != 0 {
+        task.mm.write_pod(a[1], &end)?;
+    }
+    if a[3] != 0 {
+        task.mm.write_pod(a[3], &oend)?;
+    }
+    Ok(n as u64)
+}
+
+/// tee(2): copies what one pipe holds into another without taking it.
+pub fn tee(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[3] as u32;
+    if flags & !(SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let input = file(task, a[0])?;
+    let out = file(task, a[1])?;
+    check_readable(&input)?;
+    check_writable(&out)?;
+    let (Some(pin), Some(pout)) = (crate::fs::pipe::pipe_of(&*input.ops), crate::fs::pipe::pipe_of(&*out.ops)) else {
+        return Err(Errno::EINVAL.into());
+    };
+    if Arc::ptr_eq(pin, pout) {
+        return Err(Errno::EINVAL.into());
+    }
+    let count = (a[2] as usize).min(1 << 20);
+    if count == 0 {
+        return Ok(0);
+    }
+    let nonblock = flags & SPLICE_F_NONBLOCK != 0 || input.flags().contains(OpenFlags::NONBLOCK);
+    if flags & SPLICE_F_NONBLOCK != 0 && splice_would_block(&input, &out) {
+        return Err(Errno::EAGAIN.into());
+    }
+    let ctx = task.ctx();
+    let data = pin.peek(&ctx, nonblock, count)?;
+    if data.is_empty() {
+        return Ok(0);
+    }
+    // What does not fit in the output pipe now is left for later: tee
+    // reports what it copied.
+    let fits = data.len().min(pout.room());
+    let fits = if fits == 0 && !nonblock { data.len() } else { fits };
+    let n = out.ops.write(&ctx, &out, &[GuestSlice::from(&data[..fits])], 0);
+    match n {
+        Ok(n) => Ok(n as u64),
+        Err(FsError::BrokenPipe) => {
+            task.signal_self(g::SIGPIPE);
+            Err(Errno::EPIPE.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// vmsplice(2): application memory into a pipe (as writev), or out of one
+/// (as readv).
+pub fn vmsplice(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[3] as u32;
+    if flags & !(SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let f = file(task, a[0])?;
+    if crate::fs::pipe::pipe_of(&*f.ops).is_none() {
+        return Err(Errno::EBADF.into());
+    }
+    let segs = read_iov(task, a[1], a[2])?;
+    if f.writable() {
+        transfer(task, &f, &segs, None, true)
+    } else if f.readable() {
+        transfer(task, &f, &segs, None, false)
+    } else {
+        Err(Errno::EBADF.into())
+    }
+}
+
+/// sync_file_range(2): file data lives in sandbox memory or is the host's
+/// to write back; only the arguments are checked.
+pub fn sync_file_range(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (offset, nbytes, flags) = (a[1] as i64, a[2] as i64, a[3] as u32);
+    if flags & !7 != 0 || offset < 0 || nbytes < 0 || offset.checked_add(nbytes).is_none() {
+        return Err(Errno::EINVAL.into());
+    }
+    let f = file(task, a[0])?;
+    match f.ops.stat()?.file_type() {
+        FileType::Regular | FileType::Directory | FileType::BlockDevice | FileType::Symlink => Ok(0),
+        _ => Err(Errno::ESPIPE.into()),
+    }
 }

@@ -66,7 +66,20 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
             return Err(Errno::EACCES.into());
         }
         let anonymous = f.ops.anonymous_mapping();
-        let mappable = if anonymous { None } else { Some(f.ops.mappable().ok_or(Errno::ENODEV)?) };
+        let mut mappable = if anonymous { None } else { Some(f.ops.mappable().ok_or(Errno::ENODEV)?) };
+        if shared
+            && f.writable()
+            && let Some(t) = f.ops.downcast_ref::<crate::fs::tmpfs::TmpFile>()
+        {
+            // A memfd sealed against writes maps shared only read-only, and
+            // for good; otherwise the mapping is counted, so that the seal
+            // cannot be added while it exists.
+            match crate::fs::tmpfs::WritableMap::new(t.inode()) {
+                Ok(m) => mappable = Some(m),
+                Err(_) if access.write => return Err(Errno::EPERM.into()),
+                Err(_) => max_access = Access::ALL.without_write(),
+            }
+        }
         // A shared mapping writes through to the file (even /dev/zero's,
         // as far as permissions go): never writable without write access.
         if shared && !f.writable() {
@@ -78,7 +91,12 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
         match mappable {
             None if shared => Backing::Shared { object: SharedMemory::new(mf), offset: 0 },
             None => Backing::Anonymous,
-            Some(m) => Backing::File { file: m, offset: off, shared, name: f.dentry.clone() },
+            Some(m) => Backing::File {
+                file: m,
+                offset: off,
+                shared,
+                name: f.dentry.clone().map(|d| d as std::sync::Arc<dyn crate::mm::MapPath>),
+            },
         }
     };
     let mflags = MapFlags {

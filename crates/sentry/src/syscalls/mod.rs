@@ -113,6 +113,12 @@ pub fn name(nr: u64) -> String {
     table::name(nr)
 }
 
+/// True if the sentry implements system call `nr`; the others fail with
+/// ENOSYS.
+pub fn is_supported(nr: u64) -> bool {
+    table::lookup(nr).is_some()
+}
+
 /// Reads a path argument: EFAULT on a bad pointer, ENAMETOOLONG past
 /// PATH_MAX.
 pub fn read_path(task: &Task, addr: u64) -> Result<Vec<u8>, SysError> {

@@ -410,8 +410,7 @@ pub fn setfsgid(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(old as u64)
 }
 
-/// Most supplementary groups a process may have (NGROUPS_MAX).
-const NGROUPS_MAX: u64 = 65536;
+use crate::auth::NGROUPS_MAX;
 
 pub fn setgroups(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if a[0] > NGROUPS_MAX {
@@ -654,9 +653,7 @@ fn rlimit_out(task: &Task, addr: u64, r: Rlimit) -> Result<(), SysError> {
     Ok(())
 }
 
-/// Most descriptors a process may have (fs.nr_open): RLIMIT_NOFILE's hard
-/// limit may not go above it, whatever the privilege.
-const NR_OPEN: u64 = 1 << 20;
+use crate::fd::NR_OPEN;
 
 /// The process whose limits an rlimit call reads or changes.
 enum LimitTarget {

@@ -164,6 +164,11 @@ table! {
     get_robust_list => process::get_robust_list, [Int, Ptr, Ptr], Int;
     utimensat => namei::utimensat, [DirFd, Path, Ptr, AtFlags], Int;
     fallocate => namei::fallocate, [Fd, Hex, Long, Long], Int;
+    memfd_create => fs::memfd_create, [Path, Hex], Int;
+    splice => io::splice, [Fd, Ptr, Fd, Ptr, UInt, Hex], Int;
+    tee => io::tee, [Fd, Fd, UInt, Hex], Int;
+    vmsplice => io::vmsplice, [Fd, Ptr, UInt, Hex], Int;
+    sync_file_range => io::sync_file_range, [Fd, Long, Long, Hex], Int;
     fchmodat2 => namei::fchmodat2, [DirFd, Path, Mode, AtFlags], Int;
     dup3 => fs::dup3, [Fd, Fd, OpenFlags], Int;
     preadv => io::preadv, [Fd, Ptr, UInt, Long], Int;

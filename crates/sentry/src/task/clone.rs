@@ -165,6 +165,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
         let mut info = parent.tg.info.lock().unwrap().clone();
         info.comm = parent.shared.comm.lock().unwrap().clone();
+        info.started = std::time::Instant::now();
         *tg.info.lock().unwrap() = info;
         *tg.rlimits.lock().unwrap() = parent.tg.rlimits.lock().unwrap().clone();
         *tg.view.lock().unwrap() = Some(ProcessView { mm: mm.clone(), fs: fs.clone(), files: files.clone() });

@@ -73,7 +73,13 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     let kernel = task.kernel.clone();
     let fsc = task.fs_context();
     let creds = task.tg.creds();
-    let resolver = crate::fs::Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &kernel.mounts, creds: &creds };
+    let resolver = crate::fs::Resolver {
+        root: &fsc.root,
+        cwd: &fsc.cwd,
+        mounts: &kernel.mounts,
+        creds: &creds,
+        restrict: crate::fs::path::Restrict::empty(),
+    };
     let program = loader::resolve_interpreters(&resolver, &req.file, &req.filename, req.filename_inaccessible, argv)?;
     loader::check_arguments(&program.argv, &envp, &req.filename)?;
     let space = kernel.platform.new_address_space().map_err(|_| LoadError::NoMemory)?;

@@ -27,7 +27,7 @@ pub use crate::waiter::{BlockError, Blocker, WaitQueue, Waiter, block_on};
 pub use block::{current, current_opt};
 pub use clone::{CloneArgs, clone_task};
 pub use exit::{ExitKind, INIT_PID};
-pub use proc_source::{KernelProcSource, online_cpus};
+pub use proc_source::{KernelProcSource, KernelSysSource, PID_MAX, host_cpus, random_bytes};
 pub use run::{RestartBlock, current_tgid, run_task};
 pub use signals::{
     group_exit, notify_parent, queue_to_group, queue_to_thread, send_to_group, send_to_thread, take_signal,
@@ -115,7 +115,7 @@ impl Default for Rlimits {
 }
 
 /// What /proc shows of a process.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ProcessInfo {
     pub exe: Option<Arc<Dentry>>,
     pub argv: Vec<Vec<u8>>,
@@ -123,6 +123,28 @@ pub struct ProcessInfo {
     pub auxv: Vec<(u64, u64)>,
     /// Name of the main thread (prctl PR_SET_NAME, at most 15 bytes).
     pub comm: Vec<u8>,
+    /// /proc/PID/oom_score_adj and coredump_filter: kept across fork and
+    /// execve, as Linux keeps them.
+    pub oom_score_adj: i32,
+    pub coredump_filter: u32,
+    /// When the process was made (/proc/PID/stat's starttime).
+    pub started: std::time::Instant,
+}
+
+impl Default for ProcessInfo {
+    fn default() -> Self {
+        ProcessInfo {
+            exe: None,
+            argv: Vec::new(),
+            envp: Vec::new(),
+            auxv: Vec::new(),
+            comm: Vec::new(),
+            oom_score_adj: 0,
+            // Linux's MMF_DUMP_FILTER_DEFAULT.
+            coredump_filter: 0x33,
+            started: std::time::Instant::now(),
+        }
+    }
 }
 
 /// The resources of a process's leader, for /proc.
@@ -172,10 +194,9 @@ pub struct TaskShared {
     pub affinity: Mutex<Vec<u8>>,
 }
 
-/// The affinity mask of every CPU the sandbox has, in whole 64-bit words
-/// as Linux's cpumask_size() gives it.
-pub fn all_cpus_mask() -> Vec<u8> {
-    let n = online_cpus();
+/// The affinity mask of a sandbox's `n` CPUs, in whole 64-bit words as
+/// Linux's cpumask_size() gives it.
+pub fn all_cpus_mask(n: usize) -> Vec<u8> {
     let mut m = vec![0u8; n.div_ceil(64) * 8];
     for c in 0..n {
         m[c / 8] |= 1 << (c % 8);
@@ -210,7 +231,9 @@ impl TaskShared {
             cpu_ns: AtomicU64::new(0),
             comm: Mutex::new(Vec::new()),
             no_new_privs: AtomicBool::new(false),
-            affinity: Mutex::new(all_cpus_mask()),
+            // The first task's is set by the sandbox, a clone's copied
+            // from its parent.
+            affinity: Mutex::new(Vec::new()),
         })
     }
 
@@ -450,9 +473,14 @@ impl Task {
 
     /// Runs `f` with a resolver for this task.
     pub fn with_resolver<R>(&self, f: impl FnOnce(&Resolver) -> R) -> R {
+        self.with_resolver_in(crate::fs::path::Restrict::empty(), f)
+    }
+
+    /// Runs `f` with a resolver for this task under openat2's restrictions.
+    pub fn with_resolver_in<R>(&self, restrict: crate::fs::path::Restrict, f: impl FnOnce(&Resolver) -> R) -> R {
         let fsc = self.fs_context();
         let creds = self.tg.creds();
-        let r = Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &self.kernel.mounts, creds: &creds };
+        let r = Resolver { root: &fsc.root, cwd: &fsc.cwd, mounts: &self.kernel.mounts, creds: &creds, restrict };
         f(&r)
     }
 

@@ -49,6 +49,11 @@ impl ProcessTree {
         self.pids_limit = limit;
     }
 
+    /// The pids limit, if there is one.
+    pub fn pids_limit(&self) -> Option<usize> {
+        self.pids_limit
+    }
+
     /// True if one more task would exceed the pids limit: the clone that
     /// asks for it fails with EAGAIN.
     pub fn at_pids_limit(&self) -> bool {

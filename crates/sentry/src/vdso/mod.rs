@@ -17,8 +17,8 @@ use platform::Access;
 
 pub use clock::{Clock, ClockKind};
 
-use crate::fs::{FsError, MapName, Mappable};
 use crate::mm::{Backing, MapFlags, MemoryManager, MmError};
+use crate::mm::{MapName, Mappable};
 
 /// The vDSO image.
 static IMAGE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vdso.so"));
@@ -31,7 +31,7 @@ struct Frames {
 }
 
 impl Mappable for Frames {
-    fn page(&self, index: u64) -> Result<Option<Frame>, FsError> {
+    fn page(&self, index: u64) -> Result<Option<Frame>, crate::mm::MmError> {
         Ok(self.cached(index))
     }
 
