@@ -34,9 +34,9 @@ struct RunArgs {
     #[arg(long, value_name = "DIR")]
     rootfs: Option<PathBuf>,
     /// Mount a host directory or file at an absolute path of the sandbox,
-    /// read-only (repeatable); it shows even where the default root hides
-    /// things.
-    #[arg(short = 'v', long = "volume", value_name = "HOST:SANDBOX[:ro]")]
+    /// writable unless `:ro` is given (repeatable); it shows even where the
+    /// default root hides things.
+    #[arg(short = 'v', long = "volume", value_name = "HOST:SANDBOX[:ro|:rw]")]
     volumes: Vec<OsString>,
     /// Mount a tmpfs (memory of the sandbox) at an absolute path, with
     /// options size=SIZE and mode=OCTAL (repeatable); /tmp, /dev/shm and
@@ -314,17 +314,16 @@ fn sandbox_home(rootfs: &std::path::Path, masking: bool) -> Vec<u8> {
     }
 }
 
-/// `-v HOST:SANDBOX[:ro]`, as docker writes it. Mounts are read-only, as
-/// the whole file system is for now.
+/// `-v HOST:SANDBOX[:ro|:rw]`, as docker writes it: writable unless `ro`.
 fn parse_volume(v: &OsString) -> Result<Bind> {
     let shown = v.to_string_lossy();
     let parts: Vec<&[u8]> = v.as_bytes().split(|b| *b == b':').collect();
-    let (host, at) = match parts.as_slice() {
-        [host, at] => (*host, *at),
-        [host, at, b"ro"] => (*host, *at),
-        [_, _, b"rw"] => bail!("-v {shown}: writable mounts are not supported yet (the file system is read-only)"),
-        [_, _, opt] => bail!("-v {shown}: unknown option '{}' (expected ro)", String::from_utf8_lossy(opt)),
-        _ => bail!("-v {shown}: expected HOST:SANDBOX[:ro]"),
+    let (host, at, read_only) = match parts.as_slice() {
+        [host, at] => (*host, *at, false),
+        [host, at, b"ro"] => (*host, *at, true),
+        [host, at, b"rw"] => (*host, *at, false),
+        [_, _, opt] => bail!("-v {shown}: unknown option '{}' (expected ro or rw)", String::from_utf8_lossy(opt)),
+        _ => bail!("-v {shown}: expected HOST:SANDBOX[:ro|:rw]"),
     };
     if host.is_empty() {
         bail!("-v {shown}: empty host path");
@@ -342,7 +341,7 @@ fn parse_volume(v: &OsString) -> Result<Bind> {
         bail!("-v {shown}: the sandbox path may not contain . or ..");
     }
     let at = comps.iter().flat_map(|c| [b"/".as_slice(), c]).flatten().copied().collect();
-    Ok(Bind { host, open_at: None, at })
+    Ok(Bind { host, open_at: None, at, read_only })
 }
 
 /// Set to 1 (by cordon's own tests only), it makes a system call number
@@ -395,7 +394,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         }
     };
     let config = build_config(args)?;
-    let bind_sources: Vec<&std::path::Path> = config.binds.iter().map(|b| b.host.as_path()).collect();
+    let bind_sources: Vec<confine::BindSource> =
+        config.binds.iter().map(|b| confine::BindSource { path: &b.host, writable: !b.read_only }).collect();
     let mut isolation = match confine::isolate(&config.rootfs, &bind_sources) {
         Ok(Role::Monitor(status)) => return Ok(ExitCode::from(status)),
         Ok(Role::Sentry(isolation)) => isolation,

@@ -240,25 +240,7 @@ fn the_sentry_runs_confined() {
 /// how a user who is not root gets KVM here without changing the host's
 /// /dev/kvm (made by root, removed with the directory).
 fn kvm_node_for_nobody(dir: &Path) -> PathBuf {
-    kvm_node_for(dir, NOBODY)
-}
-
-/// A KVM device node owned by user and group `id`, in `dir`.
-fn kvm_node_for(dir: &Path, id: u32) -> PathBuf {
-    use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::metadata("/dev/kvm").expect("/dev/kvm").rdev();
-    let node = dir.join("kvm");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &node,
-        rustix::fs::FileType::CharacterDevice,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        dev,
-    )
-    .expect("mknod");
-    rustix::fs::chown(&node, Some(rustix::process::Uid::from_raw(id)), Some(rustix::process::Gid::from_raw(id)))
-        .expect("chown");
-    node
+    common::kvm_node_for(dir, NOBODY)
 }
 
 /// `program args` as nobody (no supplementary groups), natively or, with
@@ -347,7 +329,7 @@ fn a_thread_the_host_refuses_is_eagain() {
     let dir = common::scratch_dir("thread-limit");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let id = THREAD_LIMITED_ID;
-    let node = kvm_node_for(&dir, id);
+    let node = common::kvm_node_for(&dir, id);
     let prog = common::c_program("many_threads", "static");
     let mut cmd = Command::new(common::cordon());
     cmd.arg("run").arg("--kvm-device").arg(&node).arg("--").arg(&prog).arg("200");

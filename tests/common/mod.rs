@@ -269,3 +269,21 @@ pub fn well_formed_strace_line(line: &str) -> bool {
         });
     tid.parse::<u32>().is_ok() && name_ok && result_ok
 }
+
+/// A KVM device node owned by user and group `id`, in `dir`.
+pub fn kvm_node_for(dir: &Path, id: u32) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata("/dev/kvm").expect("/dev/kvm").rdev();
+    let node = dir.join("kvm");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &node,
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        dev,
+    )
+    .expect("mknod");
+    rustix::fs::chown(&node, Some(rustix::process::Uid::from_raw(id)), Some(rustix::process::Gid::from_raw(id)))
+        .expect("chown");
+    node
+}

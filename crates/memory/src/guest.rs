@@ -303,6 +303,15 @@ pub fn pwritev(fd: BorrowedFd<'_>, bufs: &[GuestSlice<'_>], offset: u64) -> rust
     host_result(unsafe { libc::pwritev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, offset as libc::off_t) })
 }
 
+/// `pwritev2(2)` with `RWF_APPEND` straight out of `bufs`: the host
+/// writes at the file's end, found and written in one step.
+pub fn pwritev_append(fd: BorrowedFd<'_>, bufs: &[GuestSlice<'_>]) -> rustix::io::Result<usize> {
+    let iov = GuestSlice::as_iovecs(&bufs[..bufs.len().min(MAX_IOV)]);
+    // SAFETY: as for writev; the offset -1 means the current one, which
+    // RWF_APPEND overrides with the end of the file.
+    host_result(unsafe { libc::pwritev2(fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, -1, libc::RWF_APPEND) })
+}
+
 /// `getrandom(2)` straight into `buf`: fills a prefix of it with bytes of
 /// the host's CSPRNG and returns its length.
 pub fn getrandom(buf: GuestSliceMut<'_>) -> rustix::io::Result<usize> {

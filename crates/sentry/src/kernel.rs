@@ -108,7 +108,7 @@ impl Kernel {
                 "tmpfs",
                 "memfd",
                 false,
-                crate::fs::tmpfs::Tmpfs::new(mf.clone(), 0o1777, 0, 0, None),
+                crate::fs::tmpfs::Tmpfs::new_root(mf.clone(), 0o1777, 0, 0, None),
             )),
             hostname: Mutex::new(config.hostname.as_bytes().to_vec()),
             config,

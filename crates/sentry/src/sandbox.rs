@@ -25,10 +25,11 @@ use crate::task::{
 };
 use crate::vdso::{Clock, Vdso};
 
-/// A host directory or file shown at a path of the sandbox (`-v`),
-/// read-only. Names below it are resolved by the sentry, so nothing there
-/// leads back out to the rest of the host: `..` at its top is the mount
-/// point's parent, and symlinks resolve against the sandbox root.
+/// A host directory or file shown at a path of the sandbox (`-v`). Names
+/// below it are resolved by the sentry, so nothing there leads back out to
+/// the rest of the host: `..` at its top is the mount point's parent, and
+/// symlinks resolve against the sandbox root. Writes, when allowed, go to
+/// the host.
 #[derive(Clone, Debug)]
 pub struct Bind {
     pub host: PathBuf,
@@ -37,6 +38,8 @@ pub struct Bind {
     pub open_at: Option<PathBuf>,
     /// Absolute path inside the sandbox.
     pub at: Vec<u8>,
+    /// The sandbox may only read it (`:ro`).
+    pub read_only: bool,
 }
 
 /// What to run and how.
@@ -168,7 +171,7 @@ impl Sandbox {
         let platform: Arc<dyn Platform> = Arc::new(kvm);
         let host = HostFs::new(mf.clone()).map_err(|e| SandboxError::Setup(format!("/proc/self/fd: {e}")))?;
         let root = host
-            .open_tree(config.rootfs_open_at.as_ref().unwrap_or(&config.rootfs))
+            .open_tree(config.rootfs_open_at.as_ref().unwrap_or(&config.rootfs), false)
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
         if root.file_type() != FileType::Directory {
             return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
@@ -257,7 +260,7 @@ impl Sandbox {
                     } else {
                         (0, 0)
                     };
-                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new(kernel.mf.clone(), 0o755, uid, gid, None))
+                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new_root(kernel.mf.clone(), 0o755, uid, gid, None))
                 } else {
                     Mount::new("devtmpfs", "masked", true, dev::null_device())
                 };
@@ -268,8 +271,13 @@ impl Sandbox {
             let place =
                 mount_point(kernel, path, true).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
             if let Some((dir, name, None)) = place {
-                let home =
-                    Tmpfs::new(kernel.mf.clone(), 0o755, config.creds.uid.effective, config.creds.gid.effective, None);
+                let home = Tmpfs::new_root(
+                    kernel.mf.clone(),
+                    0o755,
+                    config.creds.uid.effective,
+                    config.creds.gid.effective,
+                    None,
+                );
                 kernel.mounts.mount(&dir, &name, Mount::new("tmpfs", "tmpfs", false, home));
             }
         }
@@ -285,14 +293,19 @@ impl Sandbox {
             }
             // Owned by the sandbox's first user, as a runtime's tmpfs is by
             // the container's root.
-            let root =
-                Tmpfs::new(kernel.mf.clone(), t.mode, config.creds.uid.effective, config.creds.gid.effective, t.size);
+            let root = Tmpfs::new_root(
+                kernel.mf.clone(),
+                t.mode,
+                config.creds.uid.effective,
+                config.creds.gid.effective,
+                t.size,
+            );
             kernel.mounts.mount(&dir, &name, Mount::new("tmpfs", "tmpfs", false, root));
         }
         for b in &config.binds {
             let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
             let inode = host
-                .open_tree(b.open_at.as_ref().unwrap_or(&b.host))
+                .open_tree(b.open_at.as_ref().unwrap_or(&b.host), !b.read_only)
                 .map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
             let Some((dir, name, existing)) =
                 mount_point(kernel, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
@@ -306,7 +319,8 @@ impl Sandbox {
                 let err = if is_dir { FsError::NotDirectory } else { FsError::IsDirectory };
                 return Err(SandboxError::Setup(format!("{what}: {}: {err}", shown(&b.at))));
             }
-            kernel.mounts.mount(&dir, &name, Mount::new("hostfs", b.host.display().to_string(), true, inode));
+            let mount = Mount::new("hostfs", b.host.display().to_string(), b.read_only, inode);
+            kernel.mounts.mount(&dir, &name, mount);
         }
         Ok(())
     }

@@ -16,8 +16,11 @@
 //!   one debug line (`RUST_LOG=debug`); the run goes on.
 //! - a root of its own: a read-only tmpfs holding only `/rootfs`, a
 //!   read-only (`nosuid`, `nodev`) copy of the served root's mount tree,
-//!   `/proc`, the PID namespace's own procfs (host files are reopened
-//!   through `/proc/self/fd`), and a read-only copy of cordon's own
+//!   `/binds/N`, a `nosuid`, `nodev` copy of each bind mount's source,
+//!   read-only unless the bind is writable, `/proc`, the PID namespace's
+//!   own procfs, read-only (host files are reopened through
+//!   `/proc/self/fd`, which a read-only procfs still allows: the file
+//!   reached is on its own mount), and a read-only copy of cordon's own
 //!   executable at its path (a sentry bug's backtrace reads its function
 //!   names there). The old root is detached; `..` from the
 //!   served root leads only to that empty tmpfs. The KVM device and the
@@ -28,10 +31,20 @@
 //!   0600 file, a 0700 directory) of the read-only root it serves. That
 //!   capability is also what `open_by_handle_at` needs to open any file of
 //!   a file system by handle, past every root: the seccomp filter forbids
-//!   that call (and `name_to_handle_at`). A caller who is not root keeps
-//!   its ids and holds no capability at all. The bounding and ambient sets
-//!   are emptied either way, and the sentry is not dumpable (no other
-//!   process of its uid may ptrace it or read its memory).
+//!   that call (and `name_to_handle_at`). With a writable bind mount, root
+//!   keeps root's *file-system* identity (fsuid and fsgid 0; the real and
+//!   effective ids are still nobody's) and `CAP_DAC_OVERRIDE`,
+//!   `CAP_FOWNER` and `CAP_CHOWN`: the sandbox's root writes in the bind
+//!   what the caller could, and what it makes there belongs to root, as
+//!   the caller's own files would. That reaches no further than the
+//!   sentry's root does: everything in it but the writable binds is on a
+//!   read-only mount (procfs included, so no sysctl either), and the
+//!   seccomp filter still forbids every call that could reach another
+//!   process or mount. A caller who is not root keeps its ids and holds
+//!   no capability at all: it writes where it could outside. The bounding
+//!   and ambient sets are emptied either way, and the sentry is not
+//!   dumpable (no other process of its uid may ptrace it or read its
+//!   memory).
 //! - `PR_SET_NO_NEW_PRIVS`, and the seccomp allow-list of [`seccomp`]
 //!   whose default action kills the sentry.
 //!
@@ -63,6 +76,13 @@ const SERVED_ROOT: &str = "rootfs";
 /// Where the sources of bind mounts (`-v`) appear in the sentry's own
 /// root, numbered in command-line order.
 const SERVED_BINDS: &str = "binds";
+
+/// The source of a bind mount (`-v`), as the confinement needs it.
+pub struct BindSource<'a> {
+    pub path: &'a Path,
+    /// The sandbox may write below it.
+    pub writable: bool,
+}
 
 /// Why the sentry could not be confined.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +135,11 @@ pub struct Isolation {
     new_root: Option<OwnedFd>,
     /// `/proc` is the sentry's PID namespace's own procfs.
     own_proc: bool,
+    /// A bind mount is writable: the sentry changes host files.
+    writable_binds: bool,
+    /// The sentry's own root was built: all it holds is read-only but the
+    /// writable binds.
+    private_root: bool,
     /// Signals passed on by the monitor, one byte (the number) each; end
     /// of file when the monitor is gone.
     from_monitor: Option<OwnedFd>,
@@ -123,7 +148,7 @@ pub struct Isolation {
 /// Makes the namespaces and forks the monitor off (see the module's
 /// documentation). `rootfs` is the host directory the sandbox will serve.
 /// Must be called while the process has a single thread.
-pub fn isolate(rootfs: &Path, binds: &[&Path]) -> Result<Role, ConfineError> {
+pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError> {
     let root = rustix::process::geteuid().is_root();
     // Blocked before the fork: the monitor waits for these, and the sentry
     // (the first process of a PID namespace, which drops signals it does
@@ -166,7 +191,7 @@ pub fn isolate(rootfs: &Path, binds: &[&Path]) -> Result<Role, ConfineError> {
         drop(from_monitor);
         // The monitor needs no right at all: it waits, reads signals and
         // writes to a pipe.
-        if let Err(e) = give_up_privileges(root, user_ns, CapabilitySet::empty())
+        if let Err(e) = give_up_privileges(root, user_ns, CapabilitySet::empty(), false)
             .and_then(|()| rustix::thread::set_no_new_privs(true).map_err(failed("PR_SET_NO_NEW_PRIVS")))
         {
             tracing::debug!("the monitor keeps its privileges: {e}");
@@ -176,7 +201,15 @@ pub fn isolate(rootfs: &Path, binds: &[&Path]) -> Result<Role, ConfineError> {
     drop(to_sentry);
     die_with_monitor(&from_monitor);
 
-    let mut isolation = Isolation { root, user_ns, new_root: None, own_proc: false, from_monitor: Some(from_monitor) };
+    let mut isolation = Isolation {
+        root,
+        user_ns,
+        new_root: None,
+        own_proc: false,
+        writable_binds: binds.iter().any(|b| b.writable),
+        private_root: false,
+        from_monitor: Some(from_monitor),
+    };
     // A host that cannot build the root (a kernel without the mount API's
     // detached trees, say) leaves the sentry on the host's, read-only
     // root as before.
@@ -302,7 +335,7 @@ impl Isolation {
     /// Builds the sentry's future root (not yet its root: the sandbox is
     /// built first, with the host's paths) and, in a PID namespace of its
     /// own, puts that namespace's procfs on `/proc`.
-    fn prepare_root(&mut self, rootfs: &Path, binds: &[&Path], pid_ns: bool) -> Result<(), ConfineError> {
+    fn prepare_root(&mut self, rootfs: &Path, binds: &[BindSource], pid_ns: bool) -> Result<(), ConfineError> {
         // Nothing mounted from here on reaches the host's mount table.
         rustix::mount::mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
             .map_err(failed("making the mount namespace private"))?;
@@ -310,7 +343,9 @@ impl Isolation {
             // The host's /proc would show the host's processes; this one
             // shows only the sentry. Refused where the host's procfs is
             // partly hidden (a container's masked paths): then the host's.
-            let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+            // Read-only: the sentry reads there and reopens files through
+            // it, and never needs to write a procfs file (a sysctl).
+            let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::RDONLY;
             match rustix::mount::mount("proc", "/proc", "proc", flags, None) {
                 Ok(()) => self.own_proc = true,
                 Err(e) => tracing::debug!("the sentry keeps the host's /proc: mounting its own failed: {e}"),
@@ -357,21 +392,20 @@ impl Isolation {
             let name = i.to_string();
             let tree = rustix::mount::open_tree(
                 rustix::fs::CWD,
-                *source,
+                source.path,
                 OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_RECURSIVE,
             )
             .map_err(failed("a copy of a bind mount's source"))?;
-            mount_setattr(
-                &tree,
-                MountAttrFlags::MOUNT_ATTR_RDONLY
-                    | MountAttrFlags::MOUNT_ATTR_NOSUID
-                    | MountAttrFlags::MOUNT_ATTR_NODEV,
-                true,
-            )
-            .map_err(failed("making a bind mount's source read-only"))?;
+            // Read-only binds stay so for the sentry itself, not only in
+            // the sandbox's view.
+            let mut attrs = MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV;
+            if !source.writable {
+                attrs |= MountAttrFlags::MOUNT_ATTR_RDONLY;
+            }
+            mount_setattr(&tree, attrs, true).map_err(failed("setting a bind mount's source's attributes"))?;
             // A mount point of the source's kind: a directory, or an empty
             // file for a file.
-            if source.is_dir() {
+            if source.path.is_dir() {
                 rustix::fs::mkdirat(&binds_dir, name.as_str(), rustix::fs::Mode::from_raw_mode(0o755))
                     .map_err(failed("the new root's directories"))?;
             } else {
@@ -388,8 +422,14 @@ impl Isolation {
         let proc = if self.own_proc {
             let fs = rustix::mount::fsopen("proc", FsOpenFlags::FSOPEN_CLOEXEC).map_err(failed("procfs"))?;
             rustix::mount::fsconfig_create(&fs).map_err(failed("procfs"))?;
-            rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs).map_err(failed("procfs"))?
+            let proc_attrs = attrs | MountAttrFlags::MOUNT_ATTR_RDONLY;
+            rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, proc_attrs).map_err(failed("procfs"))?
         } else {
+            // The host's /proc of this mount namespace, where host files
+            // are reopened from: read-only from here on.
+            let here = rustix::mount::open_tree(rustix::fs::CWD, "/proc", OpenTreeFlags::OPEN_TREE_CLOEXEC)
+                .map_err(failed("/proc"))?;
+            mount_setattr(&here, MountAttrFlags::MOUNT_ATTR_RDONLY, true).map_err(failed("making /proc read-only"))?;
             rustix::mount::open_tree(
                 rustix::fs::CWD,
                 "/proc",
@@ -407,6 +447,7 @@ impl Isolation {
         mount_setattr(&new_root, MountAttrFlags::MOUNT_ATTR_RDONLY, false)
             .map_err(failed("making the new root read-only"))?;
         self.new_root = Some(new_root);
+        self.private_root = true;
         Ok(())
     }
 
@@ -444,7 +485,8 @@ impl Isolation {
         }
         self.drop_identity()?;
         rustix::thread::set_no_new_privs(true).map_err(failed("PR_SET_NO_NEW_PRIVS"))?;
-        seccomp::install().map_err(|e| ConfineError { what: "installing the seccomp filter", err: e })?;
+        seccomp::install(self.writable_binds)
+            .map_err(|e| ConfineError { what: "installing the seccomp filter", err: e })?;
         Ok(())
     }
 
@@ -463,11 +505,22 @@ impl Isolation {
         Ok(())
     }
 
-    /// Root becomes nobody with CAP_DAC_READ_SEARCH only; anyone else keeps
-    /// its ids and holds no capability. See the module's documentation.
+    /// Root becomes nobody with CAP_DAC_READ_SEARCH only, or with a
+    /// writable bind, nobody with root's file-system identity and the
+    /// capabilities to write as root; anyone else keeps its ids and holds
+    /// no capability. See the module's documentation.
     fn drop_identity(&self) -> Result<(), ConfineError> {
-        let keep = if self.root { CapabilitySet::DAC_READ_SEARCH } else { CapabilitySet::empty() };
-        give_up_privileges(self.root, self.user_ns, keep)?;
+        // Only within the root that bounds it: a sentry left on the host's
+        // root keeps no right to write as root's.
+        let root_writes = self.root && self.writable_binds && self.private_root;
+        let keep = if root_writes {
+            CapabilitySet::DAC_READ_SEARCH | CapabilitySet::DAC_OVERRIDE | CapabilitySet::FOWNER | CapabilitySet::CHOWN
+        } else if self.root {
+            CapabilitySet::DAC_READ_SEARCH
+        } else {
+            CapabilitySet::empty()
+        };
+        give_up_privileges(self.root, self.user_ns, keep, root_writes)?;
         // The change of ids cleared the parent-death signal.
         if let Some(from_monitor) = &self.from_monitor {
             die_with_monitor(from_monitor);
@@ -477,10 +530,11 @@ impl Isolation {
 }
 
 /// Empties the bounding and ambient sets, makes `root` (the host's root
-/// before this) nobody with no supplementary groups, keeps only the
-/// capabilities `keep` (effective and permitted) and makes the process
-/// undumpable. `user_ns`: the process has a user namespace of its own.
-fn give_up_privileges(root: bool, user_ns: bool, keep: CapabilitySet) -> Result<(), ConfineError> {
+/// before this) nobody with no supplementary groups, keeping root's
+/// file-system ids if `root_files`, keeps only the capabilities `keep`
+/// (effective and permitted) and makes the process undumpable. `user_ns`:
+/// the process has a user namespace of its own.
+fn give_up_privileges(root: bool, user_ns: bool, keep: CapabilitySet, root_files: bool) -> Result<(), ConfineError> {
     // Needs CAP_SETPCAP: done while it is held (a caller who is not root,
     // without a user namespace, has none to give up).
     if root || user_ns {
@@ -488,7 +542,10 @@ fn give_up_privileges(root: bool, user_ns: bool, keep: CapabilitySet) -> Result<
     }
     rustix::thread::clear_ambient_capability_set().map_err(failed("emptying the ambient set"))?;
     if root {
-        become_nobody(!keep.is_empty())?;
+        become_nobody(!keep.is_empty() || root_files)?;
+        if root_files {
+            keep_root_files()?;
+        }
     }
     rustix::thread::set_capabilities(
         None,
@@ -530,6 +587,32 @@ fn become_nobody(keep_caps: bool) -> Result<(), ConfineError> {
     rustix::thread::set_keep_capabilities(false).map_err(failed("PR_SET_KEEPCAPS"))?;
     if !kept.is_empty() {
         tracing::debug!("process {} keeps its {}", std::process::id(), kept.join(", "));
+    }
+    Ok(())
+}
+
+/// Gives back root's file-system ids (fsuid and fsgid 0) to a process that
+/// became nobody keeping its permitted capabilities: files are then made
+/// and checked as root's, while every other check sees nobody.
+fn keep_root_files() -> Result<(), ConfineError> {
+    let setid = CapabilitySet::SETUID | CapabilitySet::SETGID;
+    let held = rustix::thread::capabilities(None).map_err(failed("reading capabilities"))?;
+    rustix::thread::set_capabilities(
+        None,
+        CapabilitySets { effective: setid, permitted: held.permitted, inheritable: CapabilitySet::empty() },
+    )
+    .map_err(failed("raising CAP_SETUID and CAP_SETGID"))?;
+    // SAFETY: setfsgid and setfsuid change only the calling thread's
+    // file-system ids (the sentry has one thread here).
+    let (gid, uid) = unsafe {
+        libc::setfsgid(0);
+        libc::setfsuid(0);
+        // Called with an invalid id, they change nothing and report the
+        // current one.
+        (libc::setfsgid(u32::MAX), libc::setfsuid(u32::MAX))
+    };
+    if gid != 0 || uid != 0 {
+        return Err(ConfineError { what: "keeping root's file-system ids", err: std::io::Error::other("refused") });
     }
     Ok(())
 }

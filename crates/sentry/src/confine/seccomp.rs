@@ -23,6 +23,9 @@
 //! - `prctl`: naming a thread only.
 //! - `prlimit64`: reading limits only.
 //!
+//! The calls that change host files ([`HOST_FILE_CHANGES`]) are allowed
+//! only to a sentry serving a writable bind mount (`-v` without `:ro`).
+//!
 //! Never allowed, among everything else: `execve`, `fork`, `ptrace`,
 //! `mount` and the rest of the mount API, `unshare`, `setns`, `kill` (of
 //! other processes), sockets, `bpf`, `perf_event_open`, `process_vm_*`,
@@ -62,6 +65,9 @@ const ALLOWED: &[libc::c_long] = &[
     libc::SYS_faccessat2,
     libc::SYS_readlinkat,
     libc::SYS_getdents64,
+    // Extended attributes, asked through /proc/self/fd links.
+    libc::SYS_getxattr,
+    libc::SYS_listxattr,
     // A panic's backtrace (RUST_BACKTRACE) names files relative to it.
     libc::SYS_getcwd,
     libc::SYS_fsync,
@@ -117,6 +123,26 @@ const ALLOWED: &[libc::c_long] = &[
     libc::SYS_getrandom,
 ];
 
+/// Host system calls that change host files, made for a writable bind
+/// mount's files only (see `fs::host`). Writing and truncating files the
+/// sentry opened (`pwrite64`, `pwritev`, `ftruncate`, `fallocate`,
+/// `fsync`) are in [`ALLOWED`] already: the memory file needs them too.
+const HOST_FILE_CHANGES: &[libc::c_long] = &[
+    libc::SYS_mkdirat,
+    libc::SYS_mknodat,
+    libc::SYS_symlinkat,
+    libc::SYS_linkat,
+    libc::SYS_unlinkat,
+    libc::SYS_renameat2,
+    libc::SYS_fchmodat,
+    libc::SYS_fchownat,
+    libc::SYS_utimensat,
+    libc::SYS_setxattr,
+    libc::SYS_removexattr,
+    // Appending (RWF_APPEND).
+    libc::SYS_pwritev2,
+];
+
 /// Terminal requests the sentry makes on the host's stdio descriptors:
 /// answers to the application's TCGETS, TIOCGWINSZ and FIONREAD, and the
 /// terminal settings put back when cordon fails.
@@ -131,10 +157,12 @@ fn arg(index: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64) -> Seccom
 }
 
 /// The allow-list for a sentry whose process id (as it sees it) is
-/// `own_pid`.
-fn allow_list(own_pid: i32) -> BTreeMap<i64, Vec<SeccompRule>> {
+/// `own_pid`, and that changes host files if `host_writes`.
+fn allow_list(own_pid: i32, host_writes: bool) -> BTreeMap<i64, Vec<SeccompRule>> {
     use SeccompCmpArgLen::{Dword, Qword};
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = ALLOWED.iter().map(|nr| (*nr, Vec::new())).collect();
+    let changes = if host_writes { HOST_FILE_CHANGES } else { &[] };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        ALLOWED.iter().chain(changes).map(|nr| (*nr, Vec::new())).collect();
     // The kernel takes an ioctl's request as 32 bits.
     let ioctls = platform::kvm::host_ioctls().into_iter().chain(TERMINAL_IOCTLS.iter().copied());
     rules.insert(libc::SYS_ioctl, ioctls.map(|req| rule(vec![arg(1, Dword, SeccompCmpOp::Eq, req)])).collect());
@@ -165,11 +193,12 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, mismatch: SeccompAction, matc
         .expect("the sentry's filter compiles")
 }
 
-/// Installs the filters on every thread of the sentry. Needs
-/// PR_SET_NO_NEW_PRIVS (or CAP_SYS_ADMIN).
-pub fn install() -> std::io::Result<()> {
+/// Installs the filters on every thread of the sentry; `host_writes`: it
+/// serves a writable bind mount. Needs PR_SET_NO_NEW_PRIVS (or
+/// CAP_SYS_ADMIN).
+pub fn install(host_writes: bool) -> std::io::Result<()> {
     let own_pid = rustix::process::getpid().as_raw_nonzero().get();
-    let allow = compile(allow_list(own_pid), SeccompAction::KillProcess, SeccompAction::Allow);
+    let allow = compile(allow_list(own_pid, host_writes), SeccompAction::KillProcess, SeccompAction::Allow);
     let clone3 = compile(
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
         SeccompAction::Allow,

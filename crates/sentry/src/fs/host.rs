@@ -1,14 +1,24 @@
-//! The host root, passed through read-only.
+//! Host files passed through: the host root (read-only) and the sources of
+//! bind mounts (`-v`, writable unless `:ro`).
 //!
 //! Every host object the sentry touches is named by an `O_PATH` descriptor.
 //! A lookup opens one name relative to its parent's descriptor with
 //! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, so the host never follows a
 //! symlink or `..` on the sandbox's behalf: the sentry's resolver does that,
-//! inside the sandbox. Only regular files, directories and symlinks are
-//! exposed, and files on host kernel pseudo-file-systems (a procfs or sysfs
-//! mounted somewhere under the root) are refused: neither opened nor even
-//! looked up. The sandbox sees device and inode numbers of its own, never
-//! the host's.
+//! inside the sandbox. Changes work the same way: each is one `*at` call
+//! with a single name on the parent's descriptor, none following a final
+//! symlink, or a call on the object's own descriptor (through
+//! `/proc/self/fd`, which leads to that very object, never to a name). So
+//! whatever the host or a racing process puts under a writable directory,
+//! the sentry reads and writes only below it.
+//!
+//! Only regular files, directories and symlinks are opened (a FIFO made in
+//! a bind is a pipe of the sandbox's), and files on host kernel
+//! pseudo-file-systems (a procfs or sysfs mounted somewhere under the root)
+//! are refused: neither opened nor even looked up. The sandbox sees device
+//! and inode numbers of its own, never the host's; owners and modes are the
+//! host's: a file the sandbox makes belongs on the host to the user who ran
+//! cordon.
 
 use crate::fs::Context;
 use std::collections::{HashMap, VecDeque};
@@ -16,11 +26,13 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 
-use memory::{Frame, GuestSliceMut, MemoryFile, PAGE_SIZE};
+use memory::{Frame, GuestSlice, GuestSliceMut, MemoryFile, PAGE_SIZE};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags};
 
+use super::pipe::{Pipe, open_fifo};
 use super::{
-    Dentry, FileOps, FileType, FsError, Inode, MapName, Mappable, OpenFile, OpenFlags, Stat, StatFs, Timespec,
+    Dentry, FileOps, FileType, FsError, Inode, MapName, Mappable, NewNode, OpenFile, OpenFlags, RenameFlags, SetAttr,
+    Stat, StatFs, Timespec,
 };
 use crate::errno::Errno;
 
@@ -81,6 +93,10 @@ pub struct HostFs {
     caches: Mutex<HashMap<(u64, u64), Weak<PageCache>>>,
     recent: Mutex<VecDeque<Arc<PageCache>>>,
     ids: Mutex<SandboxIds>,
+    /// The pipes of FIFOs made in writable binds, by host device and inode:
+    /// sandbox processes meet there (a FIFO of the host's own is never
+    /// opened).
+    fifos: Mutex<HashMap<(u64, u64), Weak<Pipe>>>,
 }
 
 impl HostFs {
@@ -95,25 +111,38 @@ impl HostFs {
             caches: Mutex::new(HashMap::new()),
             recent: Mutex::new(VecDeque::new()),
             ids: Mutex::new(SandboxIds::default()),
+            fifos: Mutex::new(HashMap::new()),
         }))
     }
 
     /// The host directory or regular file at `path` (the root, or the
-    /// source of a bind mount), as the root inode of a mount. Host
+    /// source of a bind mount), as the root inode of a mount; with
+    /// `writable`, the sandbox may change what is below it. Host
     /// pseudo-file-systems are refused here as they are below.
-    pub fn open_tree(self: &Arc<Self>, path: &Path) -> Result<Arc<dyn Inode>, FsError> {
+    pub fn open_tree(self: &Arc<Self>, path: &Path, writable: bool) -> Result<Arc<dyn Inode>, FsError> {
         let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
-        let inode = HostInode::from_fd(self.clone(), fd)?;
+        let inode = HostInode::from_fd(self.clone(), fd, writable)?;
         if !matches!(inode.ftype, FileType::Directory | FileType::Regular) {
             return Err(FsError::PermissionDenied);
         }
         HostInode::check_fs_type(&inode.fd)?;
+        if writable {
+            // The modes the VFS passes down have the application's umask
+            // applied already; the host must not apply the sentry's too.
+            rustix::process::umask(Mode::empty());
+        }
         Ok(Arc::new(inode))
+    }
+
+    /// The name of `fd` in `/proc/self/fd`: a link to the very object
+    /// behind it.
+    fn proc_name(fd: &OwnedFd) -> String {
+        fd.as_raw_fd().to_string()
     }
 
     /// Opens the object behind an O_PATH descriptor for real.
     fn reopen(&self, fd: &OwnedFd, flags: OFlags) -> Result<OwnedFd, FsError> {
-        let name = fd.as_raw_fd().to_string();
+        let name = Self::proc_name(fd);
         Ok(rustix::fs::openat(&self.proc_fd, name.as_str(), flags | OFlags::CLOEXEC, Mode::empty())?)
     }
 
@@ -156,6 +185,14 @@ impl HostFs {
         }
         Ok(c)
     }
+
+    /// Forgets the cached pages of host file `key` after the sandbox changed
+    /// it: a later mapping reads it afresh even when its size and
+    /// modification time look the same (a rewrite within one clock tick).
+    fn forget_cache(&self, key: (u64, u64)) {
+        let Some(gone) = self.caches.lock().unwrap().remove(&key).and_then(|w| w.upgrade()) else { return };
+        self.recent.lock().unwrap().retain(|c| !Arc::ptr_eq(c, &gone));
+    }
 }
 
 /// An object of the host root.
@@ -165,8 +202,16 @@ pub struct HostInode {
     ftype: FileType,
     /// The sandbox's inode number for it.
     ino: u64,
-    /// The host device it is on.
+    /// The host device and inode it is.
     host_dev: u64,
+    host_ino: u64,
+    /// Below a writable bind mount.
+    writable: bool,
+    /// The read-write descriptor a `create` opened the new file with, for
+    /// the open that follows: a file made with a mode that denies writing
+    /// is still written by its creator (open(2) with O_CREAT), where
+    /// reopening it would be refused.
+    created: Mutex<Option<OwnedFd>>,
 }
 
 fn stat_from(x: &rustix::fs::Statx) -> Stat {
@@ -201,11 +246,53 @@ fn statx_fd(fd: &OwnedFd) -> Result<Stat, FsError> {
     Ok(stat_from(&x))
 }
 
+/// A name the host is asked about: one component, never `.` or `..`. The
+/// VFS passes nothing else; checked here too, since a name with a slash
+/// would let the host walk where the sentry did not.
+fn one_name(name: &[u8]) -> Result<&[u8], FsError> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+        return Err(FsError::Invalid);
+    }
+    Ok(name)
+}
+
+/// The prefix of the extended attributes the sandbox may set on host
+/// files; the other namespaces belong to the host (security labels,
+/// ACLs, trusted.*).
+const USER_XATTR_PREFIX: &[u8] = b"user.";
+
+fn host_err(e: std::io::Error) -> FsError {
+    FsError::from_errno(Errno::from_io(&e))
+}
+
 impl HostInode {
-    fn from_fd(fs: Arc<HostFs>, fd: OwnedFd) -> Result<Self, FsError> {
+    fn from_fd(fs: Arc<HostFs>, fd: OwnedFd, writable: bool) -> Result<Self, FsError> {
         let st = statx_fd(&fd)?;
         let ino = fs.ids.lock().unwrap().inode(st.dev, st.ino);
-        Ok(HostInode { fs, fd, ftype: st.file_type(), ino, host_dev: st.dev })
+        Ok(HostInode {
+            fs,
+            fd,
+            ftype: st.file_type(),
+            ino,
+            host_dev: st.dev,
+            host_ino: st.ino,
+            writable,
+            created: Mutex::new(None),
+        })
+    }
+
+    /// Another inode for the same host object (an open file keeps one).
+    fn duplicate(&self) -> Result<HostInode, FsError> {
+        Ok(HostInode {
+            fs: self.fs.clone(),
+            fd: self.fd.try_clone().map_err(host_err)?,
+            ftype: self.ftype,
+            ino: self.ino,
+            host_dev: self.host_dev,
+            host_ino: self.host_ino,
+            writable: self.writable,
+            created: Mutex::new(None),
+        })
     }
 
     fn check_fs_type(fd: &OwnedFd) -> Result<(), FsError> {
@@ -214,6 +301,48 @@ impl HostInode {
             return Err(FsError::PermissionDenied);
         }
         Ok(())
+    }
+
+    /// The host descriptor of this directory, for a change below it.
+    fn changeable_dir(&self) -> Result<&OwnedFd, FsError> {
+        if self.ftype != FileType::Directory {
+            return Err(FsError::NotDirectory);
+        }
+        if !self.writable {
+            return Err(FsError::ReadOnly);
+        }
+        Ok(&self.fd)
+    }
+
+    /// The O_PATH descriptor of the child `name`, opened without following
+    /// a symlink or leaving this directory.
+    fn open_child(&self, name: &[u8]) -> Result<OwnedFd, FsError> {
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        Ok(match rustix::fs::openat2(&self.fd, name, flags, Mode::empty(), resolve) {
+            Err(rustix::io::Errno::NOSYS) => rustix::fs::openat(&self.fd, name, flags, Mode::empty())?,
+            r => r?,
+        })
+    }
+
+    /// The inode of the child `name`, just made by the sandbox.
+    fn made_child(&self, name: &[u8]) -> Result<Arc<dyn Inode>, FsError> {
+        let fd = self.open_child(name)?;
+        Ok(Arc::new(HostInode::from_fd(self.fs.clone(), fd, self.writable)?))
+    }
+
+    /// A path to this very object for the calls on extended attributes:
+    /// its descriptor's /proc link, which those calls follow to the object
+    /// (a symlink's too, without following the symlink), as none of them
+    /// takes an O_PATH descriptor. Opening the file instead would ask the
+    /// host for read permission, which Linux's xattr calls do not need.
+    fn xattr_path(&self) -> String {
+        format!("/proc/self/fd/{}", self.fd.as_raw_fd())
+    }
+
+    /// The host file's key in the page caches.
+    fn cache_key(&self) -> (u64, u64) {
+        (self.host_dev, self.host_ino)
     }
 }
 
@@ -234,14 +363,8 @@ impl Inode for HostInode {
         if self.ftype != FileType::Directory {
             return Err(FsError::NotDirectory);
         }
-        debug_assert!(!name.contains(&b'/') && name != b"." && name != b"..");
-        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-        let fd = match rustix::fs::openat2(&self.fd, name, flags, Mode::empty(), resolve) {
-            Err(rustix::io::Errno::NOSYS) => rustix::fs::openat(&self.fd, name, flags, Mode::empty())?,
-            r => r?,
-        };
-        let child = HostInode::from_fd(self.fs.clone(), fd)?;
+        let fd = self.open_child(one_name(name)?)?;
+        let child = HostInode::from_fd(self.fs.clone(), fd, self.writable)?;
         if child.host_dev != self.host_dev {
             // Another host file system is mounted here.
             Self::check_fs_type(&child.fd)?;
@@ -256,35 +379,76 @@ impl Inode for HostInode {
         Ok(rustix::fs::readlinkat(&self.fd, "", Vec::new())?.into_bytes())
     }
 
-    fn open(&self, _: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    fn open(&self, ctx: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         if flags.contains(OpenFlags::PATH) {
             let stat = self.stat()?;
             return Ok(Arc::new(PathFile { stat }));
         }
-        if flags.writable() || flags.contains(OpenFlags::TRUNC) {
-            return Err(if self.ftype == FileType::Directory { FsError::IsDirectory } else { FsError::ReadOnly });
+        let write = flags.writable() || flags.contains(OpenFlags::TRUNC);
+        if write && self.ftype == FileType::Directory {
+            return Err(FsError::IsDirectory);
+        }
+        if write && !self.writable {
+            return Err(FsError::ReadOnly);
         }
         match self.ftype {
             FileType::Regular => {
-                let fd = self.fs.reopen(&self.fd, OFlags::RDONLY)?;
+                let created = self.created.lock().unwrap().take();
+                let fd = match created {
+                    Some(fd) => fd,
+                    None => {
+                        let mut host_flags = match (flags.readable(), flags.writable()) {
+                            (true, true) => OFlags::RDWR,
+                            (false, true) => OFlags::WRONLY,
+                            _ => OFlags::RDONLY,
+                        };
+                        if flags.contains(OpenFlags::TRUNC) && flags.writable() {
+                            host_flags |= OFlags::TRUNC;
+                        }
+                        for (ours, host) in [(OpenFlags::SYNC, OFlags::SYNC), (OpenFlags::DSYNC, OFlags::DSYNC)] {
+                            if flags.contains(ours) {
+                                host_flags |= host;
+                            }
+                        }
+                        self.fs.reopen(&self.fd, host_flags | OFlags::NONBLOCK)?
+                    }
+                };
                 Self::check_fs_type(&fd)?;
-                Ok(Arc::new(HostFile {
-                    fd,
-                    inode: HostInode {
-                        fs: self.fs.clone(),
-                        fd: self.fd.try_clone().map_err(|e| FsError::Host(Errno::from_io(&e)))?,
-                        ftype: self.ftype,
-                        ino: self.ino,
-                        host_dev: self.host_dev,
-                    },
-                }))
+                if write {
+                    self.fs.forget_cache(self.cache_key());
+                }
+                Ok(Arc::new(HostFile { fd, inode: self.duplicate()? }))
             }
             FileType::Directory => {
                 let fd = self.fs.reopen(&self.fd, OFlags::RDONLY | OFlags::DIRECTORY)?;
                 Self::check_fs_type(&fd)?;
-                Ok(Arc::new(HostDir { fd, pos: Mutex::new(0), fs: self.fs.clone(), host_dev: self.host_dev }))
+                Ok(Arc::new(HostDir {
+                    fd,
+                    pos: Mutex::new(0),
+                    fs: self.fs.clone(),
+                    host_dev: self.host_dev,
+                    writable: self.writable,
+                }))
             }
             FileType::Symlink => Err(FsError::Loop),
+            FileType::Fifo if self.writable => {
+                let pipe = {
+                    let mut fifos = self.fs.fifos.lock().unwrap();
+                    fifos.retain(|_, w| w.strong_count() > 0);
+                    let owner = (ctx.creds.uid.fs, ctx.creds.gid.fs);
+                    let slot = fifos.entry(self.cache_key()).or_default();
+                    match slot.upgrade() {
+                        Some(p) => p,
+                        None => {
+                            let p = Pipe::new(self.fs.mf.clone(), owner);
+                            *slot = Arc::downgrade(&p);
+                            p
+                        }
+                    }
+                };
+                open_fifo(ctx, &pipe, flags)
+            }
+            FileType::Socket => Err(FsError::NoDevice),
             _ => Err(FsError::PermissionDenied),
         }
     }
@@ -295,6 +459,7 @@ impl Inode for HostInode {
 
     fn statfs(&self) -> Result<StatFs, FsError> {
         let s = rustix::fs::fstatfs(&self.fd)?;
+        let read_only = if self.writable { 0 } else { linux_raw_sys::general::MS_RDONLY as u64 };
         Ok(StatFs {
             fs_type: s.f_type as u64,
             block_size: s.f_bsize as u64,
@@ -304,10 +469,173 @@ impl Inode for HostInode {
             files: s.f_files,
             files_free: s.f_ffree,
             name_max: s.f_namelen as u64,
-            flags: s.f_flags as u64 | linux_raw_sys::general::MS_RDONLY as u64,
+            flags: s.f_flags as u64 | read_only,
         })
     }
+
+    fn create(&self, _: &Context, name: &[u8], node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        let dir = self.changeable_dir()?;
+        let flags =
+            OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(dir, one_name(name)?, flags, Mode::from_raw_mode(node.mode & 0o7777))?;
+        let open = fd.try_clone().map_err(host_err)?;
+        let inode = HostInode::from_fd(self.fs.clone(), fd, self.writable)?;
+        *inode.created.lock().unwrap() = Some(open);
+        Ok(Arc::new(inode))
+    }
+
+    fn mkdir(&self, _: &Context, name: &[u8], node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        let dir = self.changeable_dir()?;
+        rustix::fs::mkdirat(dir, one_name(name)?, Mode::from_raw_mode(node.mode & 0o7777))?;
+        self.made_child(name)
+    }
+
+    fn mknod(&self, _: &Context, name: &[u8], node: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        let dir = self.changeable_dir()?;
+        let kind = rustix::fs::FileType::from_raw_mode(node.mode);
+        rustix::fs::mknodat(dir, one_name(name)?, kind, Mode::from_raw_mode(node.mode & 0o7777), node.rdev)?;
+        self.made_child(name)
+    }
+
+    fn symlink(&self, _: &Context, name: &[u8], target: &[u8], _: NewNode) -> Result<Arc<dyn Inode>, FsError> {
+        let dir = self.changeable_dir()?;
+        // The target is only text to the host: the sentry resolves it.
+        rustix::fs::symlinkat(target, dir, one_name(name)?)?;
+        self.made_child(name)
+    }
+
+    fn link(&self, _: &Context, name: &[u8], inode: &Arc<dyn Inode>) -> Result<(), FsError> {
+        let dir = self.changeable_dir()?;
+        let source = match inode.downcast_ref::<HostInode>() {
+            Some(h) if Arc::ptr_eq(&h.fs, &self.fs) && h.writable => h,
+            _ => return Err(FsError::CrossDevice),
+        };
+        // Linked through its descriptor's /proc link, which leads to the
+        // object itself (whatever its names have become), and, for a
+        // symlink, to the link rather than what it names.
+        let from = HostFs::proc_name(&source.fd);
+        rustix::fs::linkat(&self.fs.proc_fd, from.as_str(), dir, one_name(name)?, AtFlags::SYMLINK_FOLLOW)?;
+        Ok(())
+    }
+
+    fn unlink(&self, _: &Context, name: &[u8]) -> Result<(), FsError> {
+        let dir = self.changeable_dir()?;
+        Ok(rustix::fs::unlinkat(dir, one_name(name)?, AtFlags::empty())?)
+    }
+
+    fn rmdir(&self, _: &Context, name: &[u8]) -> Result<(), FsError> {
+        let dir = self.changeable_dir()?;
+        Ok(rustix::fs::unlinkat(dir, one_name(name)?, AtFlags::REMOVEDIR)?)
+    }
+
+    fn rename(
+        &self,
+        _: &Context,
+        old_name: &[u8],
+        new_dir: &Arc<dyn Inode>,
+        new_name: &[u8],
+        flags: RenameFlags,
+    ) -> Result<(), FsError> {
+        let dir = self.changeable_dir()?;
+        let to = match new_dir.downcast_ref::<HostInode>() {
+            Some(h) if Arc::ptr_eq(&h.fs, &self.fs) && h.writable => h.changeable_dir()?,
+            _ => return Err(FsError::CrossDevice),
+        };
+        let host_flags = rustix::fs::RenameFlags::from_bits_retain(flags.bits());
+        Ok(rustix::fs::renameat_with(dir, one_name(old_name)?, to, one_name(new_name)?, host_flags)?)
+    }
+
+    fn tmpfile(&self, _: &Context, node: NewNode, linkable: bool) -> Result<Arc<dyn Inode>, FsError> {
+        let dir = self.changeable_dir()?;
+        let mut flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+        if !linkable {
+            flags |= OFlags::EXCL;
+        }
+        let fd = rustix::fs::openat(dir, ".", flags, Mode::from_raw_mode(node.mode & 0o7777))?;
+        let open = fd.try_clone().map_err(host_err)?;
+        let inode = HostInode::from_fd(self.fs.clone(), fd, self.writable)?;
+        *inode.created.lock().unwrap() = Some(open);
+        Ok(Arc::new(inode))
+    }
+
+    fn setattr(&self, _: &Context, attr: &SetAttr) -> Result<(), FsError> {
+        if !self.writable {
+            return Err(FsError::ReadOnly);
+        }
+        if let Some(size) = attr.size {
+            if self.ftype != FileType::Regular {
+                return Err(if self.ftype == FileType::Directory { FsError::IsDirectory } else { FsError::Invalid });
+            }
+            let fd = self.fs.reopen(&self.fd, OFlags::WRONLY | OFlags::NONBLOCK)?;
+            rustix::fs::ftruncate(&fd, size)?;
+            self.fs.forget_cache(self.cache_key());
+        }
+        if attr.uid.is_some() || attr.gid.is_some() {
+            let uid = attr.uid.map(rustix::fs::Uid::from_raw);
+            let gid = attr.gid.map(rustix::fs::Gid::from_raw);
+            rustix::fs::chownat(&self.fd, "", uid, gid, AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW)?;
+        }
+        if let Some(mode) = attr.mode {
+            if self.ftype == FileType::Symlink {
+                // As Linux: a symlink's mode cannot change.
+                return Err(FsError::NotSupported);
+            }
+            let name = HostFs::proc_name(&self.fd);
+            rustix::fs::chmodat(&self.fs.proc_fd, name.as_str(), Mode::from_raw_mode(mode & 0o7777), AtFlags::empty())?;
+        }
+        if attr.atime.is_some() || attr.mtime.is_some() {
+            let omit = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT };
+            let host = |t: Option<Timespec>| {
+                t.map_or(omit, |t| rustix::fs::Timespec { tv_sec: t.sec, tv_nsec: t.nsec.into() })
+            };
+            let times = rustix::fs::Timestamps { last_access: host(attr.atime), last_modification: host(attr.mtime) };
+            rustix::fs::utimensat(&self.fd, "", &times, AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW)?;
+        }
+        Ok(())
+    }
+
+    fn getxattr(&self, name: &[u8]) -> Result<Vec<u8>, FsError> {
+        let mut value = Vec::with_capacity(XATTR_SIZE_MAX);
+        rustix::fs::getxattr(self.xattr_path().as_str(), name, rustix::buffer::spare_capacity(&mut value))?;
+        Ok(value)
+    }
+
+    fn setxattr(&self, _: &Context, name: &[u8], value: &[u8], flags: u32) -> Result<(), FsError> {
+        if !self.writable {
+            return Err(FsError::ReadOnly);
+        }
+        if !name.starts_with(USER_XATTR_PREFIX) {
+            return Err(FsError::NotSupported);
+        }
+        let flags = rustix::fs::XattrFlags::from_bits_retain(flags);
+        Ok(rustix::fs::setxattr(self.xattr_path().as_str(), name, value, flags)?)
+    }
+
+    fn listxattr(&self) -> Result<Vec<Vec<u8>>, FsError> {
+        let mut list = Vec::with_capacity(XATTR_LIST_MAX);
+        rustix::fs::listxattr(self.xattr_path().as_str(), rustix::buffer::spare_capacity(&mut list))?;
+        Ok(list.split(|b| *b == 0).filter(|n| !n.is_empty()).map(|n| n.to_vec()).collect())
+    }
+
+    fn removexattr(&self, _: &Context, name: &[u8]) -> Result<(), FsError> {
+        if !self.writable {
+            return Err(FsError::ReadOnly);
+        }
+        if !name.starts_with(USER_XATTR_PREFIX) {
+            return Err(FsError::NotSupported);
+        }
+        Ok(rustix::fs::removexattr(self.xattr_path().as_str(), name)?)
+    }
+
+    fn read_only(&self) -> bool {
+        !self.writable
+    }
 }
+
+/// Largest value of one extended attribute, and of the list of names
+/// (Linux's XATTR_SIZE_MAX and XATTR_LIST_MAX).
+const XATTR_SIZE_MAX: usize = 65536;
+const XATTR_LIST_MAX: usize = 65536;
 
 /// An O_PATH descriptor: a name, nothing more.
 struct PathFile {
@@ -329,14 +657,47 @@ struct HostFile {
     inode: HostInode,
 }
 
-impl FileOps for HostFile {
-    fn read(&self, _: &Context, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+impl HostFile {
+    /// Retries a host call a signal of the sentry's own cut short.
+    fn retry<T>(mut call: impl FnMut() -> rustix::io::Result<T>) -> Result<T, FsError> {
         loop {
-            match memory::guest::preadv(self.fd.as_fd(), bufs, offset) {
+            match call() {
                 Err(rustix::io::Errno::INTR) => continue,
                 r => return Ok(r?),
             }
         }
+    }
+
+    /// The file changed: mappings made from now on must not see old pages.
+    fn changed(&self) {
+        self.inode.fs.forget_cache(self.inode.cache_key());
+    }
+}
+
+impl FileOps for HostFile {
+    fn read(&self, _: &Context, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+        Self::retry(|| memory::guest::preadv(self.fd.as_fd(), bufs, offset))
+    }
+    fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], offset: u64) -> Result<usize, FsError> {
+        if file.flags().contains(OpenFlags::APPEND) {
+            return self.write_append(ctx, file, bufs).map(|(n, _)| n);
+        }
+        let n = Self::retry(|| memory::guest::pwritev(self.fd.as_fd(), bufs, offset))?;
+        self.changed();
+        Ok(n)
+    }
+    fn write_append(&self, _: &Context, _: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<(usize, u64), FsError> {
+        // RWF_APPEND: the host finds the end and writes there in one step,
+        // so appenders outside the sandbox are not overwritten either.
+        let n = Self::retry(|| memory::guest::pwritev_append(self.fd.as_fd(), bufs))?;
+        self.changed();
+        Ok((n, statx_fd(&self.fd)?.size))
+    }
+    fn fallocate(&self, mode: u32, offset: u64, len: u64) -> Result<(), FsError> {
+        let mode = rustix::fs::FallocateFlags::from_bits_retain(mode);
+        Self::retry(|| rustix::fs::fallocate(&self.fd, mode, offset, len))?;
+        self.changed();
+        Ok(())
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.inode.fs.sandbox_stat(statx_fd(&self.fd)?))
@@ -350,9 +711,16 @@ impl FileOps for HostFile {
     fn readable_bytes(&self) -> Option<u64> {
         None
     }
-    fn sync(&self, _data_only: bool) -> Result<(), FsError> {
-        // Nothing of the read-only root is ever dirty.
-        Ok(())
+    fn sync(&self, data_only: bool) -> Result<(), FsError> {
+        if !self.inode.writable {
+            // Nothing of the read-only root is ever dirty.
+            return Ok(());
+        }
+        if data_only {
+            Self::retry(|| rustix::fs::fdatasync(&self.fd))
+        } else {
+            Self::retry(|| rustix::fs::fsync(&self.fd))
+        }
     }
 }
 
@@ -363,6 +731,7 @@ struct HostDir {
     pos: Mutex<u64>,
     fs: Arc<HostFs>,
     host_dev: u64,
+    writable: bool,
 }
 
 impl FileOps for HostDir {
@@ -370,7 +739,10 @@ impl FileOps for HostDir {
         Ok(self.fs.sandbox_stat(statx_fd(&self.fd)?))
     }
     fn sync(&self, _data_only: bool) -> Result<(), FsError> {
-        Ok(())
+        if !self.writable {
+            return Ok(());
+        }
+        HostFile::retry(|| rustix::fs::fsync(&self.fd))
     }
     fn seekable(&self) -> bool {
         true

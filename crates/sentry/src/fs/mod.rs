@@ -826,6 +826,25 @@ impl dyn Inode {
     }
 }
 
+/// An O_PATH descriptor of any file system: a name, nothing more. The
+/// file system's own open is never asked (Linux's do_o_path), so a
+/// symlink, a FIFO or a device with no driver all have one.
+pub struct PathFile {
+    pub inode: Arc<dyn Inode>,
+}
+
+impl FileOps for PathFile {
+    fn stat(&self) -> Result<Stat, FsError> {
+        self.inode.stat()
+    }
+    fn read(&self, _: &Context, _: &OpenFile, _: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        Err(FsError::BadFd)
+    }
+    fn write(&self, _: &Context, _: &OpenFile, _: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
+        Err(FsError::BadFd)
+    }
+}
+
 /// poll(2) event bits.
 pub const POLLIN: u32 = linux_raw_sys::general::POLLIN;
 pub const POLLPRI: u32 = linux_raw_sys::general::POLLPRI;

@@ -149,7 +149,13 @@ pub fn create_node(
     }
     writable?;
     may_create(&parent.dir, &ctx.creds)?;
-    make(&*parent.dir.inode, name)?;
+    let made = make(&*parent.dir.inode, name)?;
+    if !parent.dir.inode.stable_names() {
+        // The inode made, not what a new lookup finds: where others change
+        // the names too, that is the object this call made (and a host
+        // file keeps the descriptor it was made with).
+        return Ok(parent.dir.child(name, made, parent.dir.mount.clone()));
+    }
     r.child(&parent.dir, name)
 }
 

@@ -25,13 +25,16 @@ const SYMLINK_MAX: usize = 4095;
 /// Largest total size of one inode's extended attributes.
 const XATTR_TOTAL_MAX: usize = 64 * 1024;
 
+/// Reads into buffers at an offset: where a copy-up takes its data.
+pub type ReadAt = dyn Fn(&[GuestSliceMut<'_>], u64) -> Result<usize, FsError>;
+
 /// One mounted tmpfs: where its pages come from and what it may hold.
 pub struct Tmpfs {
     mf: Arc<MemoryFile>,
     dev: u64,
     next_ino: AtomicU64,
-    /// Most pages (size=), if limited beyond the sandbox's memory.
-    max_pages: Option<u64>,
+    /// Most pages (size=).
+    max_pages: u64,
     pages: AtomicU64,
     inodes: AtomicU64,
 }
@@ -44,13 +47,17 @@ pub fn anon_dev() -> u64 {
 }
 
 impl Tmpfs {
-    /// A new tmpfs; returns its root directory.
-    pub fn new(mf: Arc<MemoryFile>, mode: u32, uid: u32, gid: u32, size: Option<u64>) -> Arc<TmpInode> {
+    /// A new tmpfs of at most `size` bytes, by default half the sandbox's
+    /// memory as Linux's default is half the machine's: a writer filling
+    /// it gets ENOSPC while the programs still have memory to run in.
+    /// Returns its root directory.
+    pub fn new_root(mf: Arc<MemoryFile>, mode: u32, uid: u32, gid: u32, size: Option<u64>) -> Arc<TmpInode> {
+        let size = size.unwrap_or(mf.capacity() / 2);
         let fs = Arc::new(Tmpfs {
             mf,
             dev: anon_dev(),
             next_ino: AtomicU64::new(1),
-            max_pages: size.map(|s| s.div_ceil(PAGE)),
+            max_pages: size.div_ceil(PAGE),
             pages: AtomicU64::new(0),
             inodes: AtomicU64::new(0),
         });
@@ -65,14 +72,9 @@ impl Tmpfs {
     /// A zeroed frame for a file page, counted against `size=` and the
     /// sandbox's memory: ENOSPC when either is used up.
     fn allocate(&self) -> Result<Frame, FsError> {
-        if let Some(max) = self.max_pages
-            && self.pages.fetch_add(1, Ordering::Relaxed) >= max
-        {
+        if self.pages.fetch_add(1, Ordering::Relaxed) >= self.max_pages {
             self.pages.fetch_sub(1, Ordering::Relaxed);
             return Err(FsError::NoSpace);
-        }
-        if self.max_pages.is_none() {
-            self.pages.fetch_add(1, Ordering::Relaxed);
         }
         self.mf.allocate().map_err(|_| {
             self.pages.fetch_sub(1, Ordering::Relaxed);
@@ -168,23 +170,64 @@ pub struct TmpInode {
     seals: AtomicU32,
     /// Shared mappings that may write (Linux's i_mmap_writable).
     writable_maps: AtomicU64,
+    /// Open files and mappings of the file: once it has no name and none
+    /// of these, its pages go back at once, whoever still remembers the
+    /// inode itself (a cached dentry).
+    users: AtomicU64,
+}
+
+/// A use of a tmpfs file's pages (an open file, a mapping), counted in
+/// `users` while it lasts.
+struct Use(Arc<TmpInode>);
+
+impl Use {
+    fn new(inode: &Arc<TmpInode>) -> Use {
+        inode.users.fetch_add(1, Ordering::AcqRel);
+        Use(inode.clone())
+    }
+}
+
+impl Drop for Use {
+    fn drop(&mut self) {
+        self.0.users.fetch_sub(1, Ordering::AcqRel);
+        self.0.release_if_unused();
+    }
+}
+
+/// A mapping of a tmpfs file: a use of its pages while it exists.
+struct MapUse(Use);
+
+impl Mappable for MapUse {
+    fn page(&self, index: u64) -> Result<Option<Frame>, crate::mm::MmError> {
+        self.0.0.page(index)
+    }
+    fn size(&self) -> u64 {
+        TmpInode::size(&self.0.0)
+    }
+    fn describe(&self) -> MapName {
+        self.0.0.describe()
+    }
+    fn cached(&self, index: u64) -> Option<Frame> {
+        self.0.0.cached(index)
+    }
 }
 
 /// A shared mapping of a tmpfs file opened for writing: counted while it
 /// exists, so F_SEAL_WRITE is refused (EBUSY) meanwhile.
 pub struct WritableMap {
     inode: Arc<TmpInode>,
+    _use: Use,
 }
 
 impl WritableMap {
     /// EPERM if the file is sealed against writes.
-    pub fn new(inode: &Arc<TmpInode>) -> Result<Arc<dyn Mappable>, FsError> {
+    pub fn create(inode: &Arc<TmpInode>) -> Result<Arc<dyn Mappable>, FsError> {
         let _pages = inode.pages()?.lock().unwrap();
         if inode.seals.load(Ordering::Relaxed) & (seal::WRITE | seal::FUTURE_WRITE) != 0 {
             return Err(FsError::NotPermitted);
         }
         inode.writable_maps.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(WritableMap { inode: inode.clone() }))
+        Ok(Arc::new(WritableMap { inode: inode.clone(), _use: Use::new(inode) }))
     }
 }
 
@@ -246,6 +289,7 @@ impl TmpInode {
             linkable: std::sync::atomic::AtomicBool::new(false),
             seals: AtomicU32::new(seal::SEAL),
             writable_maps: AtomicU64::new(0),
+            users: AtomicU64::new(0),
         })
     }
 
@@ -280,6 +324,20 @@ impl TmpInode {
         self.seals.store(cur | add, Ordering::Relaxed);
         drop(pages);
         Ok(())
+    }
+
+    /// Gives the pages back once the file has neither a name nor a user
+    /// (Linux's shmem_evict_inode on the last iput).
+    fn release_if_unused(&self) {
+        let Body::File(p) = &self.body else { return };
+        let mut pages = p.lock().unwrap();
+        if self.meta.lock().unwrap().nlink > 0 || self.users.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        for f in std::mem::take(&mut pages.frames).into_values() {
+            self.fs.release(f);
+        }
+        pages.size = 0;
     }
 
     fn arc(&self) -> Arc<TmpInode> {
@@ -497,9 +555,8 @@ impl TmpInode {
         } else {
             let mut index = offset / PAGE;
             while index * PAGE < end {
-                if !pages.frames.contains_key(&index) {
-                    let f = self.fs.allocate()?;
-                    pages.frames.insert(index, f);
+                if let std::collections::btree_map::Entry::Vacant(e) = pages.frames.entry(index) {
+                    e.insert(self.fs.allocate()?);
                 }
                 index += 1;
             }
@@ -514,11 +571,7 @@ impl TmpInode {
 
     /// Copies this file's data and metadata into `dst`, a new regular
     /// file: the overlay's copy-up source.
-    pub fn fill_from(
-        &self,
-        src: &dyn Fn(&[GuestSliceMut<'_>], u64) -> Result<usize, FsError>,
-        size: u64,
-    ) -> Result<(), FsError> {
+    pub fn fill_from(&self, src: &ReadAt, size: u64) -> Result<(), FsError> {
         let mut pages = self.pages()?.lock().unwrap();
         let mut index = 0;
         while index * PAGE < size {
@@ -632,7 +685,7 @@ impl Inode for TmpInode {
     fn open(&self, ctx: &Context, dentry: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         let me = self.arc();
         match &self.body {
-            Body::File(_) => Ok(Arc::new(TmpFile { inode: me })),
+            Body::File(_) => Ok(Arc::new(TmpFile { _use: Use::new(&me), inode: me })),
             Body::Dir(_) => {
                 let parent_ino = dentry.parent().map_or(self.ino, |p| p.ino());
                 Ok(Arc::new(TmpDirFile { inode: me, parent_ino }))
@@ -651,7 +704,7 @@ impl Inode for TmpInode {
 
     fn statfs(&self) -> Result<StatFs, FsError> {
         let used = self.fs.pages.load(Ordering::Relaxed);
-        let total = self.fs.max_pages.unwrap_or_else(|| self.fs.mf.capacity() / PAGE);
+        let total = self.fs.max_pages;
         let free = total.saturating_sub(used);
         Ok(StatFs {
             fs_type: TMPFS_MAGIC,
@@ -727,6 +780,7 @@ impl Inode for TmpInode {
             m.nlink = m.nlink.saturating_sub(1);
             m.ctime = Timespec::now();
         }
+        victim.release_if_unused();
         self.touch(true, true);
         Ok(())
     }
@@ -824,9 +878,12 @@ impl Inode for TmpInode {
                     e.dir()?.lock().unwrap().dead = true;
                     new_parent.meta.lock().unwrap().nlink -= 1;
                 } else {
-                    let mut m = e.meta.lock().unwrap();
-                    m.nlink = m.nlink.saturating_sub(1);
-                    m.ctime = Timespec::now();
+                    {
+                        let mut m = e.meta.lock().unwrap();
+                        m.nlink = m.nlink.saturating_sub(1);
+                        m.ctime = Timespec::now();
+                    }
+                    e.release_if_unused();
                 }
             }
             dst!().insert(new_name, moved.clone());
@@ -925,6 +982,7 @@ impl Inode for TmpInode {
 /// An open regular file of a tmpfs.
 pub struct TmpFile {
     inode: Arc<TmpInode>,
+    _use: Use,
 }
 
 impl TmpFile {
@@ -961,7 +1019,7 @@ impl FileOps for TmpFile {
     }
 
     fn mappable(&self) -> Option<Arc<dyn Mappable>> {
-        Some(self.inode.clone())
+        Some(Arc::new(MapUse(Use::new(&self.inode))))
     }
 
     fn sync(&self, _: bool) -> Result<(), FsError> {
@@ -1089,7 +1147,7 @@ mod tests {
 
     fn fs() -> (Arc<TmpInode>, Context<'static>) {
         let mf = Arc::new(MemoryFile::new(64 << 20).unwrap());
-        (Tmpfs::new(mf, 0o1777, 0, 0, None), Context::internal())
+        (Tmpfs::new_root(mf, 0o1777, 0, 0, None), Context::internal())
     }
 
     fn node(mode: u32) -> NewNode {
@@ -1190,7 +1248,7 @@ mod tests {
     #[test]
     fn a_size_limit_gives_enospc() {
         let mf = Arc::new(MemoryFile::new(64 << 20).unwrap());
-        let root = Tmpfs::new(mf, 0o1777, 0, 0, Some(3 * PAGE));
+        let root = Tmpfs::new_root(mf, 0o1777, 0, 0, Some(3 * PAGE));
         let ctx = Context::internal();
         let f = root.create(&ctx, b"f", node(g::S_IFREG | 0o644)).unwrap();
         let t = f.downcast_ref::<TmpInode>().unwrap();

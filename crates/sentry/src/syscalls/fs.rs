@@ -143,7 +143,11 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     {
         namei::change_attr(&ctx, &dentry, &namei::AttrChange { size: Some(0), ..Default::default() })?;
     }
-    let ops = dentry.inode.open(&ctx, &dentry, flags)?;
+    let ops = if flags.contains(OpenFlags::PATH) {
+        Arc::new(crate::fs::PathFile { inode: dentry.inode.clone() })
+    } else {
+        dentry.inode.open(&ctx, &dentry, flags)?
+    };
     let f = OpenFile::new(ops, Some(dentry), flags);
     Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
 }

@@ -74,7 +74,7 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
             // A memfd sealed against writes maps shared only read-only, and
             // for good; otherwise the mapping is counted, so that the seal
             // cannot be added while it exists.
-            match crate::fs::tmpfs::WritableMap::new(t.inode()) {
+            match crate::fs::tmpfs::WritableMap::create(t.inode()) {
                 Ok(m) => mappable = Some(m),
                 Err(_) if access.write => return Err(Errno::EPERM.into()),
                 Err(_) => max_access = Access::ALL.without_write(),

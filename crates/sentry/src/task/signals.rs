@@ -275,8 +275,7 @@ pub fn raise_for(t: &TaskShared, sig: u32) {
     if discarded(&t.tg, sig, mask) {
         return;
     }
-    let _ =
-        enqueue(&t.tg, Some(&t), SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid, t.tg.creds().uid.real));
+    let _ = enqueue(&t.tg, Some(t), SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid, t.tg.creds().uid.real));
     if !mask.contains(sig) {
         t.signal_wake_up();
     }
