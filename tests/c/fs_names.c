@@ -383,13 +383,11 @@ static void working_directory(void) {
     CHECK(stat(".", &st) == 0 && st.st_nlink == 0);
     CHECK_ERR(open("new", O_WRONLY | O_CREAT, 0644), ENOENT);
     CHECK_ERR(mkdir("newdir", 0755), ENOENT);
-    DIR *d = opendir(".");
-    int entries = 0;
-    while (d && readdir(d))
-        entries++;
-    if (d)
-        closedir(d);
-    CHECK(entries == 0);
+    /* It opens, but has no entries to list, not even "." and "..". */
+    int dir = open(".", O_RDONLY | O_DIRECTORY);
+    CHECK(dir >= 0);
+    CHECK_ERR(getdents64(dir, buf, sizeof buf), ENOENT);
+    close(dir);
     CHECK(stat("..", &st) == 0 && S_ISDIR(st.st_mode));
     CHECK(chdir("..") == 0 && getcwd(buf, sizeof buf) != NULL && strcmp(buf, top) == 0);
     close(work);
