@@ -88,6 +88,14 @@ struct RunArgs {
     /// fork and clone past it fail with EAGAIN (default: unlimited).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     pids_limit: Option<u32>,
+    /// Give the program a terminal of the sandbox's own, wired to the
+    /// caller's (as its stdin, stdout, stderr and controlling terminal).
+    #[arg(short = 't', long = "tty")]
+    tty: bool,
+    /// Keep stdin open: with -t, what the caller types goes to the
+    /// program's terminal (the caller's terminal is put in raw mode).
+    #[arg(short = 'i', long = "interactive")]
+    interactive: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     command: Vec<OsString>,
@@ -171,6 +179,10 @@ fn host_memory() -> u64 {
 }
 
 fn build_config(args: RunArgs) -> Result<SandboxConfig> {
+    // As docker refuses: a terminal fed from something that is not one.
+    if args.tty && args.interactive && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        bail!("the input device is not a TTY");
+    }
     // Masks hide the host's private places; a root the user chose is shown
     // as it is.
     let masking = args.rootfs.is_none();
@@ -254,6 +266,8 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         pids_limit: args.pids_limit,
         profile: args.profile.is_some(),
         test_panic_syscall: std::env::var_os(TEST_PANIC_VAR).is_some_and(|v| v == "1"),
+        terminal: args.tty,
+        interactive: args.interactive,
     })
 }
 
@@ -425,7 +439,14 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         diag::line(format_args!("cordon: {e}"));
         return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
     }
+    // The caller's terminal passes every key through while the program has
+    // it; put back as it was however the run ends (a bug's exit and the
+    // sentry's death by a signal put it back too: see `internal_error`).
+    let raw = config.terminal && config.interactive && raw_mode();
     let outcome = sandbox.run();
+    if raw {
+        internal_error::restore_terminals();
+    }
     let status = outcome.status;
     if let (Some(out), Some(report)) = (profile, outcome.report) {
         match out {
@@ -480,6 +501,21 @@ fn start_log(args: &RunArgs) -> Result<()> {
     };
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi).init();
     Ok(())
+}
+
+/// Puts the caller's terminal (stdin) in raw mode, as docker does for
+/// `-it`; false if it is not a terminal.
+fn raw_mode() -> bool {
+    // SAFETY: tcgetattr fills a termios we own; cfmakeraw changes it; and
+    // tcsetattr reads it. A failure leaves the terminal as it was.
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        if libc::tcgetattr(0, &mut t) != 0 {
+            return false;
+        }
+        libc::cfmakeraw(&mut t);
+        libc::tcsetattr(0, libc::TCSANOW, &t) == 0
+    }
 }
 
 /// A command-line error as one line: clap's message up to its usage

@@ -188,6 +188,36 @@ fn a_bound_file_is_writable() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "replaced");
 }
 
+/// What a program writes through a shared mapping of a bound file
+/// reaches the host file: by msync, and by munmap without one.
+#[test]
+fn writes_through_a_shared_mapping_reach_the_host_file() {
+    require_kvm!();
+    let scratch = scratch_dir("bind-mmap").canonicalize().unwrap();
+    for v in VARIANTS {
+        let prog = c_program("bind_mmap", v);
+        let prog = prog.to_str().expect("utf-8 path");
+        let (native_dir, bound_dir) = (scratch.join(format!("native-{v}")), scratch.join(format!("bound-{v}")));
+        for d in [&native_dir, &bound_dir] {
+            std::fs::create_dir_all(d).unwrap();
+            for f in ["a", "b"] {
+                std::fs::write(d.join(f), "0123456789\n").unwrap();
+            }
+        }
+        let n = native(prog, &[native_dir.to_str().unwrap()], None);
+        let volume = format!("{}:/data", bound_dir.display());
+        let s = sandbox(&["-v", &volume], prog, &["/data"], None);
+        assert_same(&format!("bind_mmap-{v}"), &s, &n);
+        for f in ["a", "b"] {
+            let (host, native) = (
+                std::fs::read_to_string(bound_dir.join(f)).unwrap(),
+                std::fs::read_to_string(native_dir.join(f)).unwrap(),
+            );
+            assert_eq!(host, native, "bind_mmap-{v}: {f} on the host");
+        }
+    }
+}
+
 /// A name no other file has.
 const MARKER: &str = "cordon-bind-escape-marker-51c2";
 

@@ -206,3 +206,9 @@ fn proc_sys_and_dev_files() {
     require_kvm!();
     c_test("procfs", &[]);
 }
+
+#[test]
+fn pseudo_terminals() {
+    require_kvm!();
+    c_test("pty", &[]);
+}

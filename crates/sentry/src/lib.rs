@@ -20,6 +20,8 @@ pub mod signal;
 pub mod stats;
 pub mod syscalls;
 pub mod task;
+pub mod terminal;
 pub mod timers;
+pub mod tty;
 pub mod vdso;
 pub mod waiter;

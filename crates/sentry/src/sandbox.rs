@@ -23,6 +23,8 @@ use crate::task::{
     Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, KernelSysSource, Task, TaskShared, ThreadGroup,
     all_cpus_mask, exec, run_task,
 };
+use crate::terminal::TerminalRelay;
+use crate::tty::{Devpts, MasterFile};
 use crate::vdso::{Clock, Vdso};
 
 /// A host directory or file shown at a path of the sandbox (`-v`). Names
@@ -90,6 +92,11 @@ pub struct SandboxConfig {
     /// For cordon's own tests: make a bug in the sentry on demand (see
     /// [`KernelConfig::test_panic_syscall`]).
     pub test_panic_syscall: bool,
+    /// Give the program a sandbox pty as its standard descriptors and
+    /// controlling terminal, relayed to the caller's (`-t`).
+    pub terminal: bool,
+    /// With `terminal`: relay what the caller types (`-i`).
+    pub interactive: bool,
 }
 
 /// Why a sandbox could not run the program.
@@ -143,6 +150,20 @@ pub struct Sandbox {
     outside_uid: u32,
     /// Signals passed on by cordon's monitor process, if there is one.
     from_monitor: Option<OwnedFd>,
+    /// The program's terminal, with `-t`.
+    terminal: Option<Terminal>,
+}
+
+/// A sandbox pty wired to the caller's terminal.
+struct Terminal {
+    master: Arc<MasterFile>,
+    /// The caller's terminal, read with `-i`.
+    input: Option<OwnedFd>,
+    /// Where the sandbox's terminal output goes (the caller's stdout).
+    output: OwnedFd,
+    /// The caller's descriptor that is a terminal, whose window size the
+    /// pty follows.
+    sized_by: Option<OwnedFd>,
 }
 
 /// How a sandbox run ended.
@@ -208,7 +229,12 @@ impl Sandbox {
             facts,
             clock,
         );
-        kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, dev::new_devfs()));
+        let devpts = Devpts::new(Arc::downgrade(&kernel));
+        kernel.mounts.mount(
+            &kernel.root,
+            b"dev",
+            Mount::new("devtmpfs", "dev", false, dev::new_devfs(crate::tty::dev_entries(&devpts))),
+        );
         let (procfs, sysctls) = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
         let (sysfs, cgroup) = sys::new_sysfs(Arc::new(KernelSysSource { kernel: Arc::downgrade(&kernel) }));
@@ -233,7 +259,7 @@ impl Sandbox {
         }
         kernel.procs.lock().unwrap().set_pids_limit(config.pids_limit.map(|n| n as usize));
         let resources_at_start = Resources::now(&kernel);
-        let init = Self::first_task(&kernel, config)?;
+        let (init, terminal) = Self::first_task(&kernel, config, &devpts)?;
         Ok(Sandbox {
             kernel,
             init,
@@ -241,6 +267,7 @@ impl Sandbox {
             resources_at_start,
             outside_uid: config.creds.uid.real,
             from_monitor: None,
+            terminal,
         })
     }
 
@@ -325,7 +352,11 @@ impl Sandbox {
         Ok(())
     }
 
-    fn first_task(kernel: &Arc<Kernel>, config: &SandboxConfig) -> Result<Task, SandboxError> {
+    fn first_task(
+        kernel: &Arc<Kernel>,
+        config: &SandboxConfig,
+        devpts: &Arc<Devpts>,
+    ) -> Result<(Task, Option<Terminal>), SandboxError> {
         let root = kernel.root.clone();
         let cwd = {
             let r = crate::fs::Resolver {
@@ -341,7 +372,8 @@ impl Sandbox {
         };
         let fs = Arc::new(Mutex::new(FsContext { root: root.clone(), cwd, umask: 0o022 }));
         let files = Arc::new(FdTable::new(1024));
-        for fd in 0..3 {
+        let terminal = if config.terminal { Some(Self::terminal(kernel, config, devpts, &files)?) } else { None };
+        for fd in (0..3).filter(|_| terminal.is_none()) {
             // SAFETY: borrowing the process's standard descriptor only to
             // duplicate it; a closed one fails the dup and is skipped.
             let host = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
@@ -361,6 +393,11 @@ impl Sandbox {
             tree.add_process(&tg, None, tid, tid);
             tg.threads.lock().unwrap().push(shared.clone());
             tree.add_thread(&shared);
+        }
+        // The first process leads its session, with the pty as its
+        // controlling terminal and its group in the foreground.
+        if let Some(t) = &terminal {
+            t.master.pty().set_session(tid, tid);
         }
         let space = kernel.platform.new_address_space()?;
         let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, 8 << 20));
@@ -399,7 +436,59 @@ impl Sandbox {
                 e => SandboxError::NotExecutable(format!("{shown}: {e}")),
             },
         )?;
-        Ok(task)
+        Ok((task, terminal))
+    }
+
+    /// Makes the program's pty: its slave, at /dev/pts/N, becomes
+    /// descriptors 0, 1 and 2; its window is the caller's terminal's size.
+    fn terminal(
+        kernel: &Arc<Kernel>,
+        config: &SandboxConfig,
+        devpts: &Arc<Devpts>,
+        files: &FdTable,
+    ) -> Result<Terminal, SandboxError> {
+        let setup = |e: FsError| SandboxError::Setup(format!("a terminal for the program: {e}"));
+        let master = devpts.open_master(config.creds.uid.fs).map_err(setup)?;
+        let pty = master.pty().clone();
+        pty.unlock();
+        let path = format!("/dev/pts/{}", pty.index());
+        let root = kernel.root.clone();
+        let r = crate::fs::Resolver {
+            root: &root,
+            cwd: &root,
+            mounts: &kernel.mounts,
+            creds: &config.creds,
+            restrict: crate::fs::path::Restrict::empty(),
+        };
+        let dentry = r.resolve(None, path.as_bytes(), Lookup::FOLLOW).map_err(setup)?;
+        let slave = pty
+            .open_slave(&crate::fs::Context::kernel(Arc::new(config.creds.clone())), OpenFlags::NOCTTY, None)
+            .map_err(setup)?;
+        let file = OpenFile::new(slave, Some(dentry), OpenFlags::RDWR | OpenFlags::LARGEFILE);
+        for fd in 0..3 {
+            files.install_at(fd, file.clone(), false).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        }
+        let dup = |fd: i32| {
+            // SAFETY: borrowing the process's standard descriptor only to
+            // duplicate it.
+            let host = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            rustix::io::fcntl_dupfd_cloexec(host, 3).ok()
+        };
+        let output = dup(1).ok_or_else(|| SandboxError::Setup("stdout: closed".into()))?;
+        let sized_by = [0, 1]
+            .into_iter()
+            .find(|fd| {
+                rustix::termios::isatty(
+                    // SAFETY: as above, for the isatty check only.
+                    unsafe { std::os::fd::BorrowedFd::borrow_raw(*fd) },
+                )
+            })
+            .and_then(dup);
+        if let Some(ws) = sized_by.as_ref().and_then(crate::terminal::window_size) {
+            pty.set_window_size(ws);
+        }
+        let input = if config.interactive { dup(0) } else { None };
+        Ok(Terminal { master, input, output, sized_by })
     }
 
     /// Finds the program as a shell would: a name with a slash is a path;
@@ -448,17 +537,32 @@ impl Sandbox {
     /// every other task is killed and every host thread joined. The
     /// sentry's first host threads start here.
     pub fn run(self) -> Outcome {
-        let Sandbox { kernel, init, profile, resources_at_start, outside_uid, from_monitor } = self;
+        let Sandbox { kernel, init, profile, resources_at_start, outside_uid, from_monitor, terminal } = self;
         let started = std::time::Instant::now();
         kernel.start_services();
         // Made here, after the sentry gave up its rights (host threads
         // keep the identity of the thread that made them).
         let init_thread = kernel.new_task_thread(init.tid()).expect("a host thread for the first task");
-        let forwarder = Forwarder::start(kernel.clone(), outside_uid, from_monitor);
+        // With a terminal, a resize of the caller's resizes the program's
+        // (which signals its foreground group) instead of being passed on.
+        let resize = terminal.as_ref().map(|t| {
+            let pty = t.master.pty().clone();
+            let sized_by = t.sized_by.as_ref().and_then(|fd| fd.try_clone().ok());
+            Box::new(move || {
+                if let Some(ws) = sized_by.as_ref().and_then(crate::terminal::window_size) {
+                    pty.set_window_size(ws);
+                }
+            }) as Box<dyn Fn() + Send>
+        });
+        let forwarder = Forwarder::start(kernel.clone(), outside_uid, from_monitor, resize);
+        let relay = terminal.map(|t| TerminalRelay::start(t.master, t.input, t.output));
         init_thread.start(move || run_task(init));
         let status = kernel.wait_init();
         kernel.shutdown();
         forwarder.stop();
+        if let Some(r) = relay {
+            r.finish();
+        }
         let report =
             profile.then(|| Report::collect(&kernel, started.elapsed(), resources_at_start, Resources::now(&kernel)));
         Outcome { status, report }
@@ -557,7 +661,12 @@ struct Forwarder {
 impl Forwarder {
     /// Signals are sent as from outside the sandbox's pid namespace (pid
     /// 0) by `uid`.
-    fn start(kernel: Arc<Kernel>, uid: u32, mut from_monitor: Option<OwnedFd>) -> Forwarder {
+    fn start(
+        kernel: Arc<Kernel>,
+        uid: u32,
+        mut from_monitor: Option<OwnedFd>,
+        resize: Option<Box<dyn Fn() + Send>>,
+    ) -> Forwarder {
         use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
         let stop = eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd");
         let stop_wait = stop.try_clone().expect("dup eventfd");
@@ -596,7 +705,11 @@ impl Forwarder {
                         if let Ok(128) = rustix::io::read(&sfd, &mut info) {
                             let sig = u32::from_le_bytes(info[0..4].try_into().unwrap());
                             let si_code = i32::from_le_bytes(info[8..12].try_into().unwrap());
-                            if !monitored || si_code == libc::SI_KERNEL {
+                            if sig == libc::SIGWINCH as u32
+                                && let Some(resize) = &resize
+                            {
+                                resize();
+                            } else if !monitored || si_code == libc::SI_KERNEL {
                                 send(sig);
                             }
                         }

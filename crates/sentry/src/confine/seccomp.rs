@@ -144,8 +144,9 @@ const HOST_FILE_CHANGES: &[libc::c_long] = &[
 ];
 
 /// Terminal requests the sentry makes on the host's stdio descriptors:
-/// answers to the application's TCGETS, TIOCGWINSZ and FIONREAD, and the
-/// terminal settings put back when cordon fails.
+/// answers to the application's TCGETS, TIOCGWINSZ and FIONREAD, the
+/// caller's window size followed under `-t`, raw mode for `-it`, and the
+/// terminal settings put back when the run ends or cordon fails.
 const TERMINAL_IOCTLS: &[u64] = &[libc::TCGETS, libc::TCSETS, libc::TIOCGWINSZ, libc::FIONREAD];
 
 fn rule(conditions: Vec<SeccompCondition>) -> SeccompRule {

@@ -2,9 +2,11 @@
 //! descriptor and freeing one are O(log n) through an ordered set of holes.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::fs::OpenFile;
+use crate::fs::lock::{self, LockOwner};
 
 /// Most descriptors a process may have (fs.nr_open): RLIMIT_NOFILE's hard
 /// limit may not go above it, whatever the privilege.
@@ -34,9 +36,17 @@ struct Table {
 }
 
 /// A process's descriptors (shared by threads and CLONE_FILES children).
+/// The table is what owns the process's POSIX record locks, as Linux's
+/// files_struct does: closing any descriptor of a file drops them on that
+/// file, and so does the table's end with the process.
 pub struct FdTable {
     table: Mutex<Table>,
     limit: Mutex<u32>,
+    /// Unique for the life of the sentry: the owner id of the locks.
+    id: u64,
+    /// Set once a POSIX lock was taken through this table, so that closes
+    /// of a table that never locked skip the lock table.
+    has_locks: AtomicBool,
 }
 
 impl Default for FdTable {
@@ -47,7 +57,42 @@ impl Default for FdTable {
 
 impl FdTable {
     pub fn new(limit: u32) -> Self {
-        FdTable { table: Mutex::new(Table::default()), limit: Mutex::new(limit) }
+        FdTable::with_table(Table::default(), limit)
+    }
+
+    fn with_table(table: Table, limit: u32) -> Self {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        FdTable {
+            table: Mutex::new(table),
+            limit: Mutex::new(limit),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            has_locks: AtomicBool::new(false),
+        }
+    }
+
+    /// The owner of the POSIX record locks taken through this table; the
+    /// caller is about to take one.
+    pub fn lock_owner(&self) -> LockOwner {
+        self.has_locks.store(true, Ordering::Relaxed);
+        LockOwner::Process(self.id)
+    }
+
+    /// The owner id of this table's POSIX locks, for asking about locks
+    /// without taking one.
+    pub fn lock_owner_id(&self) -> u64 {
+        self.id
+    }
+
+    /// Descriptors were closed: the process's POSIX locks on their files go.
+    fn closed<'a>(&self, entries: impl IntoIterator<Item = &'a FdEntry>) {
+        if !self.has_locks.load(Ordering::Relaxed) {
+            return;
+        }
+        for e in entries {
+            if let Ok(key) = e.file.key() {
+                lock::release_process(key, self.id);
+            }
+        }
     }
 
     /// RLIMIT_NOFILE: descriptors must be below this.
@@ -117,7 +162,10 @@ impl FdTable {
         } else {
             t.holes.remove(&fd);
         }
-        Ok(t.slots[fd as usize].replace(FdEntry { file, cloexec }))
+        let old = t.slots[fd as usize].replace(FdEntry { file, cloexec });
+        drop(t);
+        self.closed(old.iter());
+        Ok(old)
     }
 
     /// Closes `fd`, returning its entry.
@@ -126,6 +174,8 @@ impl FdTable {
         let i = usize::try_from(fd).map_err(|_| FdError::BadFd)?;
         let e = t.slots.get_mut(i).and_then(Option::take).ok_or(FdError::BadFd)?;
         t.holes.insert(i as u32);
+        drop(t);
+        self.closed([&e]);
         Ok(e)
     }
 
@@ -150,6 +200,8 @@ impl FdTable {
             }
         }
         t.holes.extend(freed);
+        drop(t);
+        self.closed(&closed);
         closed
     }
 
@@ -164,13 +216,15 @@ impl FdTable {
                 t.holes.insert(i as u32);
             }
         }
+        drop(t);
+        self.closed(&closed);
         closed
     }
 
     /// A copy for a child that does not share the table (fork without
     /// CLONE_FILES): the same open files, independent descriptors.
     pub fn fork(&self) -> FdTable {
-        FdTable { table: Mutex::new(self.table.lock().unwrap().clone()), limit: Mutex::new(self.limit()) }
+        FdTable::with_table(self.table.lock().unwrap().clone(), self.limit())
     }
 
     /// Every open descriptor, in order.
@@ -183,6 +237,16 @@ impl FdTable {
     pub fn count(&self) -> usize {
         let t = self.table.lock().unwrap();
         t.slots.len() - t.holes.len()
+    }
+}
+
+/// The table's last user is gone (the process exited, or execve gave it
+/// a table of its own): its POSIX locks go with it.
+impl Drop for FdTable {
+    fn drop(&mut self) {
+        if *self.has_locks.get_mut() {
+            lock::release_table(self.id);
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::auth::Creds;
 use crate::waiter::{BlockError, Blocker, WaitQueue, Waiter, block_on};
 
 /// The task making a call, as the file systems see it.
-pub trait Caller: Blocker {
+pub trait Caller: Blocker + super::AsAny {
     /// Raises `sig` for the caller itself, as Linux's `send_sig(sig,
     /// current)` does (SIGPIPE after a pipe write cut short).
     fn send_signal(&self, sig: u32);
@@ -36,6 +36,12 @@ impl<'a> Context<'a> {
         ready: impl FnMut() -> Option<T>,
     ) -> Result<T, BlockError> {
         block_on(self.caller, queues, deadline, ready)
+    }
+
+    /// The caller as the type that made it (the task layer's own), for
+    /// layers above fs that know it.
+    pub fn caller_as<T: 'static>(&self) -> Option<&T> {
+        <dyn Caller as super::AsAny>::as_any(self.caller).downcast_ref::<T>()
     }
 
     /// A context for the sentry's own use (loading the first program,

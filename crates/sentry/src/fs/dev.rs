@@ -75,7 +75,7 @@ fn mem_device(kind: MemDevice, minor: u32) -> Arc<dyn Inode> {
     let rdev = makedev(1, minor);
     let node: Arc<std::sync::OnceLock<Stat>> = Arc::new(std::sync::OnceLock::new());
     let n2 = node.clone();
-    let inode = DeviceNode::inode(0o666, rdev, move |_| {
+    let inode = DeviceNode::inode(0o666, rdev, move |_, _| {
         let stat = *n2.get().expect("stat set at creation");
         Ok(Arc::new(MemDeviceFile { kind, stat }) as Arc<dyn FileOps>)
     });
@@ -104,16 +104,9 @@ pub fn null_device() -> Arc<dyn Inode> {
     mem_device(MemDevice::Null, 3)
 }
 
-/// /dev/tty, the calling process's controlling terminal. No process of the
-/// sandbox has one yet, so opening it fails with ENXIO, as Linux's does
-/// for a process without one.
-fn controlling_tty() -> Arc<dyn Inode> {
-    DeviceNode::inode(0o666, makedev(5, 0), |_| Err(FsError::NoDevice))
-}
-
-/// The root of /dev.
-pub fn new_devfs() -> Arc<dyn Inode> {
-    let entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![
+/// The root of /dev, with the terminals of `devpts`.
+pub fn new_devfs(more: Vec<(Vec<u8>, Arc<dyn Inode>)>) -> Arc<dyn Inode> {
+    let mut entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = vec![
         (b"null".to_vec(), mem_device(MemDevice::Null, 3)),
         (b"zero".to_vec(), mem_device(MemDevice::Zero, 5)),
         (b"full".to_vec(), mem_device(MemDevice::Full, 7)),
@@ -123,9 +116,7 @@ pub fn new_devfs() -> Arc<dyn Inode> {
         (b"stdout".to_vec(), SynthSymlink::inode(b"/proc/self/fd/1")),
         (b"stderr".to_vec(), SynthSymlink::inode(b"/proc/self/fd/2")),
         (b"fd".to_vec(), SynthSymlink::inode(b"/proc/self/fd")),
-        (b"pts".to_vec(), SynthDir::new(vec![]) as Arc<dyn Inode>),
-        (b"shm".to_vec(), SynthDir::new(vec![]) as Arc<dyn Inode>),
-        (b"tty".to_vec(), controlling_tty()),
     ];
+    entries.extend(more);
     SynthDir::new(entries)
 }

@@ -174,6 +174,7 @@ impl HostFs {
             mtime: st.mtime,
             name: MapName { path: String::new(), dev: shown.dev, ino: shown.ino },
             pages: Mutex::new(HashMap::new()),
+            shared_writers: std::sync::atomic::AtomicU64::new(0),
         });
         caches.insert(key, Arc::downgrade(&c));
         caches.retain(|_, w| w.strong_count() > 0);
@@ -672,6 +673,16 @@ impl HostFile {
     fn changed(&self) {
         self.inode.fs.forget_cache(self.inode.cache_key());
     }
+
+    /// Writes back the pages shared writable mappings of this file hold
+    /// (fsync).
+    fn write_back_mappings(&self) -> Result<(), FsError> {
+        let cache = self.inode.fs.caches.lock().unwrap().get(&self.inode.cache_key()).and_then(Weak::upgrade);
+        match cache {
+            Some(c) if c.shared_writers.load(std::sync::atomic::Ordering::Acquire) > 0 => c.write_back(&self.fd),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl FileOps for HostFile {
@@ -716,6 +727,7 @@ impl FileOps for HostFile {
             // Nothing of the read-only root is ever dirty.
             return Ok(());
         }
+        self.write_back_mappings()?;
         if data_only {
             Self::retry(|| rustix::fs::fdatasync(&self.fd))
         } else {
@@ -779,6 +791,81 @@ impl FileOps for HostDir {
     }
 }
 
+/// A shared mapping of a host file opened for writing: the file's cached
+/// pages, written back to the host through the writer's own descriptor by
+/// msync, fsync and when the mapping goes away, so what the program wrote
+/// through memory reaches the file.
+struct SharedHostMap {
+    cache: Arc<PageCache>,
+    fd: OwnedFd,
+}
+
+/// The mapping a shared, writable mmap of `ops` uses, if it is an open
+/// host file: None for other files.
+pub fn shared_writable_mapping(ops: &dyn FileOps) -> Option<Result<Arc<dyn Mappable>, FsError>> {
+    let f = ops.downcast_ref::<HostFile>()?;
+    Some((|| {
+        let cache = f.inode.fs.page_cache(&f.inode)?;
+        let fd = rustix::io::fcntl_dupfd_cloexec(&f.fd, 0)?;
+        cache.shared_writers.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(Arc::new(SharedHostMap { cache, fd }) as Arc<dyn Mappable>)
+    })())
+}
+
+impl Mappable for SharedHostMap {
+    fn page(&self, index: u64) -> Result<Option<Frame>, crate::mm::MmError> {
+        self.cache.page(index)
+    }
+    fn size(&self) -> u64 {
+        self.cache.size
+    }
+    fn describe(&self) -> MapName {
+        self.cache.describe()
+    }
+    fn cached(&self, index: u64) -> Option<Frame> {
+        self.cache.cached(index)
+    }
+    fn write_back(&self) -> Result<(), crate::mm::MmError> {
+        self.cache.write_back(&self.fd).map_err(crate::mm::MmError::from)
+    }
+}
+
+impl Drop for SharedHostMap {
+    fn drop(&mut self) {
+        if let Err(e) = self.cache.write_back(&self.fd) {
+            tracing::warn!("writing a shared mapping back to its host file: {e}");
+        }
+        self.cache.shared_writers.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl PageCache {
+    /// Writes every cached page (up to the size the cache knows) to `fd`.
+    fn write_back(&self, fd: &OwnedFd) -> Result<(), FsError> {
+        let pages: Vec<(u64, Frame)> = {
+            let p = self.pages.lock().unwrap();
+            p.iter().map(|(i, f)| (*i, *f)).collect()
+        };
+        for (index, f) in pages {
+            let at = index * PAGE_SIZE;
+            if at >= self.size {
+                continue;
+            }
+            let len = (self.size - at).min(PAGE_SIZE) as usize;
+            let src = self.mf.slice(f, 0, len).as_read_only();
+            let mut done = 0;
+            while done < len {
+                match memory::guest::pwritev(fd.as_fd(), &[src.subslice(done, len - done)], at + done as u64) {
+                    Ok(n) => done += n,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The pages of one host file, read into frames of the memory file once and
 /// shared by every mapping of it.
 pub struct PageCache {
@@ -788,6 +875,8 @@ pub struct PageCache {
     mtime: Timespec,
     name: MapName,
     pages: Mutex<HashMap<u64, Frame>>,
+    /// Shared mappings that may write these pages ([`SharedHostMap`]).
+    shared_writers: std::sync::atomic::AtomicU64,
 }
 
 impl Mappable for PageCache {

@@ -12,6 +12,8 @@ pub mod dev;
 pub mod epoll;
 pub mod eventfd;
 pub mod host;
+pub mod inotify;
+pub mod lock;
 pub mod namei;
 pub mod path;
 pub mod pipe;
@@ -22,7 +24,7 @@ pub mod sys;
 pub mod tmpfs;
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bitflags::bitflags;
@@ -101,6 +103,8 @@ pub enum FsError {
     Range,
     #[error("out of memory")]
     NoMemory,
+    #[error("resource deadlock would occur")]
+    Deadlock,
     /// An error the host reported for a passthrough operation.
     #[error("host: {0}")]
     Host(Errno),
@@ -144,6 +148,7 @@ impl FsError {
             Errno::EMLINK => FsError::TooManyLinks,
             Errno::ERANGE => FsError::Range,
             Errno::ENOMEM => FsError::NoMemory,
+            Errno::EDEADLK => FsError::Deadlock,
             other => FsError::Host(other),
         }
     }
@@ -181,6 +186,7 @@ impl From<FsError> for Errno {
             FsError::TooManyLinks => Errno::EMLINK,
             FsError::Range => Errno::ERANGE,
             FsError::NoMemory => Errno::ENOMEM,
+            FsError::Deadlock => Errno::EDEADLK,
             FsError::Host(e) => e,
         }
     }
@@ -867,8 +873,29 @@ pub enum FileOwner {
     Group,
 }
 
+/// What identifies a file across separate opens and processes: its mount
+/// and inode number. Locks and inotify watches are kept by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileKey {
+    pub mount: u64,
+    pub ino: u64,
+}
+
+impl Dentry {
+    /// The identity of the file this name leads to.
+    pub fn key(&self) -> FileKey {
+        FileKey { mount: self.mount.id, ino: self.ino() }
+    }
+}
+
 /// An open file description: shared by descriptors made by dup and fork.
 pub struct OpenFile {
+    /// Unique for the life of the sentry: the owner of the description's
+    /// flock and OFD locks.
+    id: u64,
+    /// Set once the description took a flock or OFD lock, which its last
+    /// reference must release.
+    has_locks: AtomicBool,
     pub ops: Arc<dyn FileOps>,
     /// Where the file was opened from (for /proc/self/fd and fchdir).
     pub dentry: Option<Arc<Dentry>>,
@@ -884,7 +911,10 @@ impl OpenFile {
     pub fn new(ops: Arc<dyn FileOps>, dentry: Option<Arc<Dentry>>, flags: OpenFlags) -> Arc<Self> {
         let kept =
             flags & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC | OpenFlags::CLOEXEC);
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Arc::new(OpenFile {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            has_locks: AtomicBool::new(false),
             ops,
             dentry,
             flags: AtomicU32::new(kept.bits()),
@@ -936,5 +966,47 @@ impl OpenFile {
     /// The sandbox path the file was opened at.
     pub fn path(&self) -> Option<Vec<u8>> {
         self.dentry.as_ref().map(|d| d.path())
+    }
+
+    /// The id that owns this description's flock and OFD locks.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The identity of the file: its mount and inode, or for a file opened
+    /// by no name (a pipe, an anonymous file) what its stat reports.
+    pub fn key(&self) -> Result<FileKey, FsError> {
+        match &self.dentry {
+            Some(d) => Ok(d.key()),
+            None => {
+                let st = self.ops.stat()?;
+                // Device numbers never reach the top bit, mount ids neither:
+                // the two spaces cannot meet.
+                Ok(FileKey { mount: (1 << 63) | st.dev, ino: st.ino })
+            }
+        }
+    }
+
+    /// Notes that the description now holds a flock or OFD lock.
+    pub fn note_locked(&self) {
+        self.has_locks.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The last reference to a description went (Linux's __fput): its locks
+/// go, and watchers hear it closed.
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        if self.has_locks.load(Ordering::Relaxed)
+            && let Ok(key) = self.key()
+        {
+            lock::release_file(key, self.id);
+        }
+        if let Some(d) = &self.dentry
+            && !self.flags().contains(OpenFlags::PATH)
+        {
+            let mask = if self.writable() { inotify::IN_CLOSE_WRITE } else { inotify::IN_CLOSE_NOWRITE };
+            inotify::notify_file(d, mask);
+        }
     }
 }

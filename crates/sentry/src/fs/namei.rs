@@ -9,6 +9,8 @@ use std::sync::Arc;
 use linux_raw_sys::general as g;
 
 use super::dentry::RENAME_LOCK;
+use super::inotify::{self, IN_ACCESS, IN_ATTRIB, IN_CREATE, IN_DELETE, IN_MODIFY, IN_MOVE_SELF};
+use super::inotify::{IN_MOVED_FROM, IN_MOVED_TO};
 use super::{Context, Dentry, FileType, FsError, Inode, MAY_EXEC, MAY_WRITE, NewNode, RenameFlags, SetAttr, Stat};
 use super::{Resolver, Timespec, permission};
 use crate::auth::{Creds, cap};
@@ -150,6 +152,7 @@ pub fn create_node(
     writable?;
     may_create(&parent.dir, &ctx.creds)?;
     let made = make(&*parent.dir.inode, name)?;
+    inotify::notify_name(&parent.dir, IN_CREATE, name, made.file_type(), 0);
     if !parent.dir.inode.stable_names() {
         // The inode made, not what a new lookup finds: where others change
         // the names too, that is the object this call made (and a host
@@ -157,6 +160,12 @@ pub fn create_node(
         return Ok(parent.dir.child(name, made, parent.dir.mount.clone()));
     }
     r.child(&parent.dir, name)
+}
+
+/// True if the file `d` named has no name left (a directory removed, a
+/// file's last link gone): its watchers hear it deleted.
+fn unlinked(d: &Dentry) -> bool {
+    d.file_type() == FileType::Directory || d.inode.stat().map_or(true, |st| st.nlink == 0)
 }
 
 /// unlink(2) and rmdir(2) after the parent was resolved.
@@ -183,6 +192,14 @@ pub fn remove(r: &Resolver, ctx: &Context, parent: &Parent, is_dir: bool) -> Res
     }
     parent.dir.forget_child(name);
     victim.set_deleted();
+    // Linux's order: the link count, the file's own end, then the name.
+    if !is_dir {
+        inotify::notify_self(&victim, IN_ATTRIB);
+    }
+    if unlinked(&victim) {
+        inotify::notify_gone(&victim);
+    }
+    inotify::notify_name(&parent.dir, IN_DELETE, name, victim.file_type(), 0);
     Ok(())
 }
 
@@ -253,8 +270,37 @@ pub fn rename(r: &Resolver, ctx: &Context, old: &Parent, new: &Parent, flags: Re
         }
     }
     old.dir.inode.rename(ctx, old_name, &new.dir.inode, new_name, flags)?;
-    Dentry::move_child(&old.dir, old_name, &new.dir, new_name, flags.contains(RenameFlags::EXCHANGE));
+    let exchange = flags.contains(RenameFlags::EXCHANGE);
+    Dentry::move_child(&old.dir, old_name, &new.dir, new_name, exchange);
+    notify_move(&old.dir, old_name, &new.dir, new_name, &moved, if exchange { None } else { target.as_ref() });
+    if let Some(t) = &target {
+        if exchange {
+            notify_move(&new.dir, new_name, &old.dir, old_name, t, None);
+        } else if unlinked(t) {
+            inotify::notify_gone(t);
+        }
+    }
     Ok(())
+}
+
+/// The events of one name moving (Linux's fsnotify_move): the two halves
+/// with one cookie, the link count of a file it replaced, and the move of
+/// the file itself.
+fn notify_move(
+    from: &Dentry,
+    old_name: &[u8],
+    to: &Dentry,
+    new_name: &[u8],
+    moved: &Dentry,
+    replaced: Option<&Arc<Dentry>>,
+) {
+    let cookie = inotify::new_cookie();
+    inotify::notify_name(from, IN_MOVED_FROM, old_name, moved.file_type(), cookie);
+    inotify::notify_name(to, IN_MOVED_TO, new_name, moved.file_type(), cookie);
+    if let Some(t) = replaced {
+        inotify::notify_self(t, IN_ATTRIB);
+    }
+    inotify::notify_self(moved, IN_MOVE_SELF);
 }
 
 /// link(2): `target` gets the new name of `parent`.
@@ -276,7 +322,10 @@ pub fn link(r: &Resolver, ctx: &Context, target: &Arc<Dentry>, parent: &Parent) 
         return Err(FsError::NotPermitted);
     }
     may_link(target, &ctx.creds)?;
-    parent.dir.inode.link(ctx, name, &target.inode)
+    parent.dir.inode.link(ctx, name, &target.inode)?;
+    inotify::notify_self(target, IN_ATTRIB);
+    inotify::notify_name(&parent.dir, IN_CREATE, name, target.file_type(), 0);
+    Ok(())
 }
 
 /// Linux's may_linkat with protected_hardlinks off (its default outside
@@ -317,6 +366,29 @@ pub struct AttrChange {
     pub size: Option<u64>,
 }
 
+impl AttrChange {
+    /// The inotify event of the change, as Linux's fsnotify_change tells
+    /// it from what was asked: a size or a new modification time alone
+    /// modify, an access time alone is an access, anything else (both
+    /// times, owner, mode) is an attribute change.
+    fn event(&self) -> u32 {
+        let mut mask = 0;
+        if self.uid.is_some() || self.gid.is_some() || self.mode.is_some() {
+            mask |= IN_ATTRIB;
+        }
+        if self.size.is_some() {
+            mask |= IN_MODIFY;
+        }
+        mask |= match (self.atime != TimeArg::Omit, self.mtime != TimeArg::Omit) {
+            (true, true) => IN_ATTRIB,
+            (true, false) => IN_ACCESS,
+            (false, true) => IN_MODIFY,
+            (false, false) => 0,
+        };
+        mask
+    }
+}
+
 impl Default for AttrChange {
     fn default() -> Self {
         AttrChange { mode: None, uid: None, gid: None, atime: TimeArg::Omit, mtime: TimeArg::Omit, size: None }
@@ -325,7 +397,9 @@ impl Default for AttrChange {
 
 /// Applies `change` to `d` for the caller in `ctx`.
 pub fn change_attr(ctx: &Context, d: &Dentry, change: &AttrChange) -> Result<(), FsError> {
-    change_inode_attr(ctx, &*d.inode, d.mount.read_only, change)
+    change_inode_attr(ctx, &*d.inode, d.mount.read_only, change)?;
+    inotify::notify_change(d, change.event());
+    Ok(())
 }
 
 /// [`change_attr`] on an inode and the read-only state of its mount.

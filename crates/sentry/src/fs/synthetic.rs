@@ -373,7 +373,7 @@ impl Inode for SynthSymlink {
     }
 }
 
-type DeviceOpen = Box<dyn Fn(OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync>;
+type DeviceOpen = Box<dyn Fn(&Context, OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync>;
 
 /// A device node served by the sentry: stat says what it is, `open` makes
 /// the file.
@@ -388,7 +388,7 @@ impl DeviceNode {
     pub fn inode(
         perm: u32,
         rdev: u64,
-        open: impl Fn(OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync + 'static,
+        open: impl Fn(&Context, OpenFlags) -> Result<Arc<dyn FileOps>, FsError> + Send + Sync + 'static,
     ) -> Arc<dyn Inode> {
         Arc::new(DeviceNode { ino: next_ino(), perm, rdev, open: Box::new(open) })
     }
@@ -409,8 +409,8 @@ impl Inode for DeviceNode {
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(self.stat_for())
     }
-    fn open(&self, _: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
-        (self.open)(flags)
+    fn open(&self, ctx: &Context, _: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        (self.open)(ctx, flags)
     }
     fn read_only(&self) -> bool {
         false

@@ -31,6 +31,12 @@ pub trait Mappable: Send + Sync {
     fn cached(&self, _index: u64) -> Option<Frame> {
         None
     }
+    /// Writes what shared mappings changed back to where the file lives
+    /// (msync, and when the last such mapping goes away), for files whose
+    /// pages are a copy of something outside sandbox memory.
+    fn write_back(&self) -> Result<(), MmError> {
+        Ok(())
+    }
     /// Brings pages `[index, index + count)` into memory in as few host
     /// reads as possible, so that `page` on each of them is then a lookup.
     /// Only a hint: errors are left for `page` to report.

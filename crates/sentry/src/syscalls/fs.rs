@@ -8,6 +8,8 @@ use linux_raw_sys::ioctl as ioc;
 use super::{SysError, SysResult, file, read_path, start_dir};
 use crate::auth::cap;
 use crate::errno::Errno;
+use crate::fs::inotify;
+use crate::fs::lock::{self, LockKind, LockOwner, RecordLock};
 use crate::fs::namei;
 use crate::fs::path::Restrict;
 use crate::fs::{
@@ -136,6 +138,17 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         crate::fs::permission(&dentry, &task.tg.creds(), want)?;
     }
     let ctx = task.ctx();
+    let ops = if flags.contains(OpenFlags::PATH) {
+        Arc::new(crate::fs::PathFile { inode: dentry.inode.clone() })
+    } else {
+        dentry.inode.open(&ctx, &dentry, flags)?
+    };
+    let f = OpenFile::new(ops, Some(dentry.clone()), flags);
+    if !flags.contains(OpenFlags::PATH) {
+        inotify::notify_file(&dentry, inotify::IN_OPEN);
+    }
+    // Truncated once open, as Linux's do_open: watchers see the open
+    // first, and a failed truncate closes the file again.
     if flags.contains(OpenFlags::TRUNC)
         && !created
         && !flags.contains(OpenFlags::PATH)
@@ -143,12 +156,6 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     {
         namei::change_attr(&ctx, &dentry, &namei::AttrChange { size: Some(0), ..Default::default() })?;
     }
-    let ops = if flags.contains(OpenFlags::PATH) {
-        Arc::new(crate::fs::PathFile { inode: dentry.inode.clone() })
-    } else {
-        dentry.inode.open(&ctx, &dentry, flags)?
-    };
-    let f = OpenFile::new(ops, Some(dentry), flags);
     Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
 }
 
@@ -389,6 +396,9 @@ pub fn getdents64(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let n = f.ops.getdents(&mut p, &mut buf)?;
     task.mm.copy_out(a[1], &buf[..n])?;
     *pos = p;
+    if let Some(d) = &f.dentry {
+        inotify::notify_file(d, inotify::IN_ACCESS);
+    }
     Ok(n as u64)
 }
 
@@ -482,26 +492,7 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
             Ok(0)
         }
         g::F_GETLK | g::F_SETLK | g::F_SETLKW | g::F_OFD_GETLK | g::F_OFD_SETLK | g::F_OFD_SETLKW => {
-            // Record locks: one sandbox owns the files it sees (read-only
-            // host files), so no lock is ever held by anyone else.
-            let f = file(task, a[0])?;
-            let lock: [u8; 32] = {
-                let mut b = [0u8; 32];
-                task.mm.copy_in(arg, &mut b)?;
-                b
-            };
-            let ltype = i16::from_le_bytes([lock[0], lock[1]]) as u32;
-            match a[1] as u32 {
-                g::F_GETLK | g::F_OFD_GETLK => {
-                    let mut out = lock;
-                    out[0..2].copy_from_slice(&(g::F_UNLCK as i16).to_le_bytes());
-                    task.mm.copy_out(arg, &out)?;
-                    Ok(0)
-                }
-                _ if ltype == g::F_WRLCK && !f.writable() => Err(Errno::EBADF.into()),
-                _ if ltype == g::F_RDLCK && !f.readable() => Err(Errno::EBADF.into()),
-                _ => Ok(0),
-            }
+            record_lock(task, a[0], a[1] as u32, arg)
         }
         g::F_GETOWN => {
             let (kind, id) = live_owner(task, &*file(task, a[0])?);
@@ -584,6 +575,120 @@ pub fn fcntl(task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
 }
 
+/// F_GETLK, F_SETLK, F_SETLKW and their OFD forms (Linux's fcntl_getlk
+/// and fcntl_setlk).
+fn record_lock(task: &Task, fd: u64, cmd: u32, arg: u64) -> SysResult {
+    let f = file(task, fd)?;
+    if f.flags().contains(OpenFlags::PATH) {
+        return Err(Errno::EBADF.into());
+    }
+    let mut l: g::flock = task.mm.read_pod(arg)?;
+    let ofd = matches!(cmd, g::F_OFD_GETLK | g::F_OFD_SETLK | g::F_OFD_SETLKW);
+    let kind = match l.l_type as u32 {
+        g::F_RDLCK => Some(LockKind::Read),
+        g::F_WRLCK => Some(LockKind::Write),
+        _ => None,
+    };
+    let valid_type = kind.is_some() || l.l_type as u32 == g::F_UNLCK;
+    let key = f.key()?;
+    if matches!(cmd, g::F_GETLK | g::F_OFD_GETLK) {
+        // Asking about an unlock means nothing.
+        let Some(kind) = kind else { return Err(Errno::EINVAL.into()) };
+        let (start, end) = lock_range(&f, &l)?;
+        if ofd && l.l_pid != 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let owner = if ofd { LockOwner::File(f.id()) } else { LockOwner::Process(task.files.lock_owner_id()) };
+        let req = RecordLock { owner, pid: 0, kind, start, end };
+        match lock::test(key, &req) {
+            Some(held) => {
+                l.l_type = if held.kind == LockKind::Write { g::F_WRLCK } else { g::F_RDLCK } as i16;
+                l.l_whence = g::SEEK_SET as i16;
+                l.l_start = held.start;
+                l.l_len = if held.end == lock::OFFSET_MAX { 0 } else { held.end - held.start + 1 };
+                l.l_pid = held.pid;
+            }
+            None => l.l_type = g::F_UNLCK as i16,
+        }
+        task.mm.write_pod(arg, &l)?;
+        return Ok(0);
+    }
+    let (start, end) = lock_range(&f, &l)?;
+    if !valid_type {
+        return Err(Errno::EINVAL.into());
+    }
+    match kind {
+        Some(LockKind::Read) if !f.readable() => return Err(Errno::EBADF.into()),
+        Some(LockKind::Write) if !f.writable() => return Err(Errno::EBADF.into()),
+        _ => {}
+    }
+    if ofd && l.l_pid != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let wait = matches!(cmd, g::F_SETLKW | g::F_OFD_SETLKW);
+    let (owner, pid) = if ofd {
+        f.note_locked();
+        (LockOwner::File(f.id()), -1)
+    } else {
+        (task.files.lock_owner(), task.tg.tgid)
+    };
+    lock::set(&task.ctx(), key, owner, pid, kind, (start, end), wait)?;
+    Ok(0)
+}
+
+/// The bytes a `struct flock` names, first and last (Linux's
+/// flock_to_posix_lock): from the start, the offset or the end of the file,
+/// backwards for a negative length, to the end of any file for length 0.
+fn lock_range(f: &OpenFile, l: &g::flock) -> Result<(i64, i64), SysError> {
+    let base = match l.l_whence as u32 {
+        g::SEEK_SET => 0,
+        g::SEEK_CUR => *f.offset.lock().unwrap() as i64,
+        g::SEEK_END => f.ops.stat()?.size as i64,
+        _ => return Err(Errno::EINVAL.into()),
+    };
+    let start = base.checked_add(l.l_start).ok_or(Errno::EOVERFLOW)?;
+    if start < 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    match l.l_len {
+        0 => Ok((start, lock::OFFSET_MAX)),
+        len if len > 0 => {
+            if len - 1 > lock::OFFSET_MAX - start {
+                return Err(Errno::EOVERFLOW.into());
+            }
+            Ok((start, start + (len - 1)))
+        }
+        len => {
+            let first = start.checked_add(len).filter(|s| *s >= 0).ok_or(Errno::EINVAL)?;
+            Ok((first, start - 1))
+        }
+    }
+}
+
+/// flock(2): BSD locks, owned by the open file description.
+pub fn flock(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let op = a[1] as u32;
+    if op & g::LOCK_MAND != 0 {
+        // Never enforced, and accepted as doing nothing since Linux 5.15.
+        return Ok(0);
+    }
+    let kind = match op & !g::LOCK_NB {
+        g::LOCK_SH => Some(LockKind::Read),
+        g::LOCK_EX => Some(LockKind::Write),
+        g::LOCK_UN => None,
+        _ => return Err(Errno::EINVAL.into()),
+    };
+    let f = file(task, a[0])?;
+    if f.flags().contains(OpenFlags::PATH) {
+        return Err(Errno::EBADF.into());
+    }
+    if kind.is_some() {
+        f.note_locked();
+    }
+    lock::flock(&task.ctx(), f.key()?, f.id(), kind, op & g::LOCK_NB != 0)?;
+    Ok(0)
+}
+
 /// A file's owner as F_GETOWN reports it: the id only while what it names
 /// still exists.
 fn live_owner(task: &Task, f: &OpenFile) -> (FileOwner, i32) {
@@ -616,7 +721,9 @@ pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
         }
         ioc::FIONREAD => {
             let st = f.ops.stat()?;
-            let avail = if st.file_type() == FileType::Regular {
+            // Anonymous files have no type bits: only real regular files
+            // answer from their size.
+            let avail = if st.mode & g::S_IFMT == g::S_IFREG {
                 // The bytes between the offset and the end, as an int
                 // (negative past the end), as Linux answers for any file.
                 let pos = *f.offset.lock().unwrap();
@@ -631,6 +738,20 @@ pub fn ioctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
                 }
                 None => Ok(f.ops.ioctl(&task.ctx(), &f, &task.mm, cmd, a[2])?),
             }
+        }
+        ioc::TIOCGPTPEER if f.ops.downcast_ref::<crate::tty::MasterFile>().is_some() => {
+            let pty = f.ops.downcast_ref::<crate::tty::MasterFile>().expect("a pty master").pty().clone();
+            let allowed = g::O_ACCMODE | g::O_NOCTTY | g::O_NONBLOCK | g::O_CLOEXEC;
+            if a[2] & !(allowed as u64) != 0 {
+                return Err(Errno::EINVAL.into());
+            }
+            // The slave as /dev/pts/N would open it, that path and all.
+            let flags = OpenFlags::from_bits_retain(a[2] as u32) | OpenFlags::LARGEFILE;
+            let path = format!("/dev/pts/{}", pty.index());
+            let dentry = task.with_resolver(|r| r.resolve(None, path.as_bytes(), Lookup::FOLLOW))?;
+            let ops = pty.open_slave(&task.ctx(), flags, None)?;
+            let peer = OpenFile::new(ops, Some(dentry), flags);
+            Ok(task.files.install(peer, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
         }
         _ => Ok(f.ops.ioctl(&task.ctx(), &f, &task.mm, cmd, a[2])?),
     }
@@ -674,7 +795,7 @@ pub fn umask(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(old as u64)
 }
 
-/// fsync, fdatasync, syncfs, flock, fadvise64, readahead: valid on any open
+/// fsync, fdatasync, syncfs, fadvise64, readahead: valid on any open
 /// file, with nothing to do for read-only and sentry-served files.
 pub fn fd_noop(task: &mut Task, a: &[u64; 6]) -> SysResult {
     file(task, a[0])?;

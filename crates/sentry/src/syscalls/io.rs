@@ -8,7 +8,7 @@ use memory::{GuestSlice, GuestSliceMut};
 
 use super::{SysError, SysResult, file};
 use crate::errno::Errno;
-use crate::fs::{FileType, FsError, OpenFile, OpenFlags};
+use crate::fs::{FileType, FsError, OpenFile, OpenFlags, inotify};
 use crate::mm::Pinned;
 use crate::task::Task;
 
@@ -204,6 +204,16 @@ fn pin_step(
 /// Linux's transfers answer). A stream is read one step at most: reading
 /// on for more could block where one call must not.
 fn transfer(task: &mut Task, f: &OpenFile, segs: &[Segment], pos: Option<u64>, write: bool) -> SysResult {
+    let r = transfer_steps(task, f, segs, pos, write);
+    if let (Ok(n), Some(d)) = (&r, &f.dentry)
+        && *n > 0
+    {
+        inotify::notify_file(d, if write { inotify::IN_MODIFY } else { inotify::IN_ACCESS });
+    }
+    r
+}
+
+fn transfer_steps(task: &mut Task, f: &OpenFile, segs: &[Segment], pos: Option<u64>, write: bool) -> SysResult {
     let total: usize = segs.iter().map(|s| s.1).sum();
     let mut done = 0;
     loop {
@@ -346,6 +356,28 @@ pub fn lseek(task: &mut Task, a: &[u64; 6]) -> SysResult {
 /// nothing), as splice takes what a pipe holds. Returns the count and the
 /// positions after it.
 fn copy_between(
+    task: &mut Task,
+    input: &Arc<OpenFile>,
+    in_pos: Option<u64>,
+    output: &Arc<OpenFile>,
+    out_pos: Option<u64>,
+    count: usize,
+) -> Result<(usize, u64, u64), SysError> {
+    let r = copy_steps(task, input, in_pos, output, out_pos, count);
+    if let Ok((n, _, _)) = &r
+        && *n > 0
+    {
+        if let Some(d) = &input.dentry {
+            inotify::notify_file(d, inotify::IN_ACCESS);
+        }
+        if let Some(d) = &output.dentry {
+            inotify::notify_file(d, inotify::IN_MODIFY);
+        }
+    }
+    r
+}
+
+fn copy_steps(
     task: &mut Task,
     input: &Arc<OpenFile>,
     in_pos: Option<u64>,

@@ -69,6 +69,14 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
         let mut mappable = if anonymous { None } else { Some(f.ops.mappable().ok_or(Errno::ENODEV)?) };
         if shared
             && f.writable()
+            && let Some(m) = crate::fs::host::shared_writable_mapping(&*f.ops)
+        {
+            // Written back to the host file by msync and when the mapping
+            // goes away.
+            mappable = Some(m?);
+        }
+        if shared
+            && f.writable()
             && let Some(t) = f.ops.downcast_ref::<crate::fs::tmpfs::TmpFile>()
         {
             // A memfd sealed against writes maps shared only read-only, and
@@ -175,13 +183,34 @@ pub fn brk(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(task.mm.brk(a[0]))
 }
 
-pub fn msync(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+pub fn msync(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let flags = a[2] as u32;
     if !a[0].is_multiple_of(PAGE)
         || flags & !(g::MS_ASYNC | g::MS_SYNC | g::MS_INVALIDATE) != 0
         || (flags & g::MS_ASYNC != 0 && flags & g::MS_SYNC != 0)
     {
         return Err(Errno::EINVAL.into());
+    }
+    let end = a[0].checked_add(page_up(a[1]).ok_or(Errno::ENOMEM)?).ok_or(Errno::ENOMEM)?;
+    let vmas: Vec<_> = task.mm.vmas().into_iter().filter(|v| v.start < end && v.end > a[0]).collect();
+    // Every page of the range must be mapped (ENOMEM otherwise), as Linux
+    // checks while it walks.
+    let mut at = a[0];
+    for v in &vmas {
+        if v.start > at {
+            return Err(Errno::ENOMEM.into());
+        }
+        at = v.end;
+    }
+    if at < end {
+        return Err(Errno::ENOMEM.into());
+    }
+    // Shared file mappings go back to their files now, whichever flag:
+    // MS_ASYNC may write at once.
+    for v in vmas {
+        if let Backing::File { file, shared: true, .. } = &v.backing {
+            file.write_back()?;
+        }
     }
     Ok(0)
 }

@@ -9,6 +9,7 @@ mod io;
 mod mm;
 mod namei;
 mod net;
+mod notify;
 mod pipe;
 mod process;
 mod signal;

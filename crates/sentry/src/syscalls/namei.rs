@@ -404,6 +404,9 @@ pub fn fallocate(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EFBIG.into());
     }
     f.ops.fallocate(mode, offset as u64, len as u64)?;
+    if let Some(d) = &f.dentry {
+        crate::fs::inotify::notify_file(d, crate::fs::inotify::IN_MODIFY);
+    }
     Ok(0)
 }
 

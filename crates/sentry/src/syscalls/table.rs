@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
-use super::{Handler, epoll, fs, futex, info, io, mm, namei, net, pipe, process, signal, time, timer};
+use super::{Handler, epoll, fs, futex, info, io, mm, namei, net, notify, pipe, process, signal, time, timer};
 
 /// One implemented system call.
 pub struct SyscallDef {
@@ -59,7 +59,7 @@ table! {
     kill => signal::kill, [Int, Signal], Int;
     uname => info::uname, [Ptr], Int;
     fcntl => fs::fcntl, [Fd, FcntlCmd, Hex], Int;
-    flock => fs::fd_noop, [Fd, Int], Int;
+    flock => fs::flock, [Fd, Int], Int;
     fsync => fs::fsync, [Fd], Int;
     fdatasync => fs::fdatasync, [Fd], Int;
     truncate => namei::truncate, [Path, Long], Int;
@@ -199,6 +199,10 @@ table! {
     pidfd_open => process::pidfd_open, [Int, Hex], Int;
     pidfd_send_signal => signal::pidfd_send_signal, [Fd, Signal, Ptr, Hex], Int;
     epoll_create1 => epoll::epoll_create1, [Hex], Int;
+    inotify_init => notify::inotify_init, [], Int;
+    inotify_init1 => notify::inotify_init1, [Hex], Int;
+    inotify_add_watch => notify::inotify_add_watch, [Fd, Path, Hex], Int;
+    inotify_rm_watch => notify::inotify_rm_watch, [Fd, Int], Int;
     epoll_ctl => epoll::epoll_ctl, [Fd, Int, Fd, Ptr], Int;
     epoll_wait => epoll::epoll_wait, [Fd, Ptr, Int, Int], Int;
     epoll_pwait => epoll::epoll_pwait, [Fd, Ptr, Int, Int, Ptr, UInt], Int;
