@@ -29,10 +29,15 @@ enum Command {
 #[derive(Args)]
 struct RunArgs {
     /// Host directory to use as the sandbox's root, shown whole (default:
-    /// the host's /, read-only, with home directories, credentials and
+    /// the host's /, with home directories, credentials and
     /// daemon state hidden).
     #[arg(long, value_name = "DIR")]
     rootfs: Option<PathBuf>,
+    /// Keep the root read-only: every change fails with EROFS (default:
+    /// writable, changes held in the sandbox's memory over the unchanged
+    /// host tree).
+    #[arg(long)]
+    read_only: bool,
     /// Mount a host directory or file at an absolute path of the sandbox,
     /// writable unless `:ro` is given (repeatable); it shows even where the
     /// default root hides things.
@@ -239,6 +244,7 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
     let command: Vec<Vec<u8>> = args.command.into_iter().map(OsString::into_vec).collect();
     Ok(SandboxConfig {
         rootfs,
+        read_only_root: args.read_only,
         rootfs_open_at: None,
         kvm_device: args.kvm_device,
         program: command[0].clone(),

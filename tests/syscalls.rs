@@ -95,7 +95,7 @@ fn process_time_and_system_info() {
 fn read_only_root() {
     require_kvm!();
     let d = fixture("rofs");
-    c_test_sandbox_only("rofs", &[], &[s(&d)]);
+    c_test_sandbox_only("rofs", &["--read-only"], &[s(&d)]);
 }
 
 /// Peak resident memory, in KiB, of `cordon run` with `args`, as wait4

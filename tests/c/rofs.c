@@ -2,10 +2,11 @@
  * makes first (a name that must not exist: EEXIST; a parent that is
  * missing: ENOENT; a file that must exist: ENOENT).
  *
- * argv[1] must be on a read-only file system: in the sandbox the whole root
- * is. (The expectations were taken from Linux with argv[1] on a read-only
- * bind mount; never run this natively on a writable directory.) Holds
- * data (a file), link -> data, dir/ (with a) and nothing called missing. */
+ * argv[1] must be on a read-only file system: in the sandbox under
+ * --read-only the whole root is. (The expectations were taken from Linux
+ * with argv[1] on a read-only bind mount; never run this natively on a
+ * writable directory.) Holds data (a file), link -> data, dir/ (with a)
+ * and nothing called missing. */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>

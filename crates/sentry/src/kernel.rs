@@ -66,6 +66,8 @@ pub struct Kernel {
     pub mounts: MountTable,
     /// The sandbox's `/`.
     pub root: Arc<Dentry>,
+    /// The root of /dev, for mounting it again (devtmpfs is one instance).
+    pub devfs: std::sync::OnceLock<Arc<dyn crate::fs::Inode>>,
     /// The unmounted tmpfs memfds live in (Linux's shm_mnt).
     pub memfd_root: Arc<Dentry>,
     pub config: KernelConfig,
@@ -99,11 +101,14 @@ impl Kernel {
         facts: AuxFacts,
         clock: Arc<Clock>,
     ) -> Arc<Kernel> {
+        let mounts = MountTable::default();
+        mounts.set_root(root_mount.clone());
         let k = Arc::new(Kernel {
             platform,
             mf: mf.clone(),
-            mounts: MountTable::default(),
+            mounts,
             root: Dentry::root(root_mount),
+            devfs: std::sync::OnceLock::new(),
             memfd_root: Dentry::root(crate::fs::Mount::new(
                 "tmpfs",
                 "memfd",

@@ -10,6 +10,7 @@ use platform::{Platform, PlatformError, Registers};
 
 use crate::fd::FdTable;
 use crate::fs::host::HostFs;
+use crate::fs::overlay::Overlay;
 use crate::fs::stdio::HostStream;
 use crate::fs::synthetic::SynthDir;
 use crate::fs::tmpfs::Tmpfs;
@@ -49,6 +50,9 @@ pub struct Bind {
 pub struct SandboxConfig {
     /// Host directory that becomes `/`.
     pub rootfs: PathBuf,
+    /// Serve the root as it is, read-only (EROFS on every change), instead
+    /// of under an overlay whose changes stay in sandbox memory.
+    pub read_only_root: bool,
     /// Where the sentry opens `rootfs`, when not at that path (a confined
     /// sentry reaches its own copy of it; see [`crate::confine`]).
     pub rootfs_open_at: Option<PathBuf>,
@@ -213,10 +217,17 @@ impl Sandbox {
             vdso: Some(Arc::new(Vdso::new(&mf, &clock).map_err(|e| SandboxError::Setup(e.to_string()))?)),
             ..facts
         };
+        let root_mount = if config.read_only_root {
+            Mount::new("hostfs", config.rootfs.display().to_string(), true, root)
+        } else {
+            let overlay = Overlay::over(root, mf.clone())
+                .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
+            Mount::new("overlay", "overlay", false, overlay)
+        };
         let kernel = Kernel::new(
             platform,
             mf.clone(),
-            Mount::new("hostfs", config.rootfs.display().to_string(), true, root),
+            root_mount,
             KernelConfig {
                 rootfs: config.rootfs.clone(),
                 strace: config.strace,
@@ -230,11 +241,9 @@ impl Sandbox {
             clock,
         );
         let devpts = Devpts::new(Arc::downgrade(&kernel));
-        kernel.mounts.mount(
-            &kernel.root,
-            b"dev",
-            Mount::new("devtmpfs", "dev", false, dev::new_devfs(crate::tty::dev_entries(&devpts))),
-        );
+        let devfs = dev::new_devfs(crate::tty::dev_entries(&devpts));
+        let _ = kernel.devfs.set(devfs.clone());
+        kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, devfs));
         let (procfs, sysctls) = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
         kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
         let (sysfs, cgroup) = sys::new_sysfs(Arc::new(KernelSysSource { kernel: Arc::downgrade(&kernel) }));

@@ -2,7 +2,7 @@
 //! parent. The chain of parents is how `..` and getcwd are answered.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::{FileType, FsError, Inode, StatFs};
@@ -19,21 +19,209 @@ fn fs_magic(fs_type: &str) -> u64 {
     }
 }
 
+bitflags::bitflags! {
+    /// Per-mount flags (Linux's MNT_*): what one mount of a file system
+    /// allows, whatever other mounts of it allow.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct MountFlags: u32 {
+        const READ_ONLY = 1 << 0;
+        const NOSUID = 1 << 1;
+        const NODEV = 1 << 2;
+        const NOEXEC = 1 << 3;
+        const NOATIME = 1 << 4;
+        const NODIRATIME = 1 << 5;
+        const RELATIME = 1 << 6;
+        const NOSYMFOLLOW = 1 << 7;
+        /// Made read-only by the sandbox: no remount inside makes it
+        /// writable (Linux's MNT_LOCK_READONLY).
+        const LOCK_READ_ONLY = 1 << 8;
+    }
+}
+
+impl MountFlags {
+    /// The flags a mount(2) caller sets, as opposed to the locks.
+    pub const SETTABLE: MountFlags = MountFlags::from_bits_truncate(0xff);
+    /// The atime flags, kept by a remount that names none.
+    pub const ATIME: MountFlags = MountFlags::NOATIME.union(MountFlags::NODIRATIME).union(MountFlags::RELATIME);
+
+    /// The per-mount options as /proc/PID/mountinfo shows them after
+    /// ro/rw, in Linux's order.
+    pub fn show(self, out: &mut String) {
+        for (flag, name) in [
+            (MountFlags::NOSUID, ",nosuid"),
+            (MountFlags::NODEV, ",nodev"),
+            (MountFlags::NOEXEC, ",noexec"),
+            (MountFlags::NOATIME, ",noatime"),
+            (MountFlags::NODIRATIME, ",nodiratime"),
+            (MountFlags::RELATIME, ",relatime"),
+            (MountFlags::NOSYMFOLLOW, ",nosymfollow"),
+        ] {
+            if self.contains(flag) {
+                out.push_str(name);
+            }
+        }
+    }
+}
+
+/// What all mounts of one file system instance share (Linux's
+/// super_block): its read-only state and the options it was made with.
+pub struct SuperBlock {
+    read_only: AtomicBool,
+    /// File-system options as /proc/mounts shows them after ro/rw
+    /// (",size=1024k,mode=755"), empty when there are none.
+    options: Mutex<String>,
+}
+
+impl SuperBlock {
+    pub fn read_only(&self) -> bool {
+        self.read_only.load(Ordering::Acquire)
+    }
+
+    pub fn set_read_only(&self, ro: bool) {
+        self.read_only.store(ro, Ordering::Release);
+    }
+
+    pub fn options(&self) -> String {
+        self.options.lock().unwrap().clone()
+    }
+
+    pub fn set_options(&self, options: String) {
+        *self.options.lock().unwrap() = options;
+    }
+}
+
+/// How mount and unmount events spread from a mount (shared subtrees).
+/// The sandbox has one mount namespace; the state is kept for what
+/// mountinfo shows and for the rules that depend on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Propagation {
+    /// The peer group this mount shares events with (shared:N).
+    pub shared: Option<u64>,
+    /// The peer group it receives events from (master:N).
+    pub master: Option<u64>,
+    pub unbindable: bool,
+}
+
 /// A mounted file system.
 pub struct Mount {
     pub id: u64,
     /// File-system type as /proc/mounts shows it.
     pub fs_type: &'static str,
     pub source: String,
-    pub read_only: bool,
+    pub sb: Arc<SuperBlock>,
     pub root: Arc<dyn Inode>,
+    /// Where `root` is within its file system ("/" unless a bind mount of
+    /// a subtree), as mountinfo's fourth field shows.
+    pub root_path: Vec<u8>,
+    flags: AtomicU32,
+    propagation: Mutex<Propagation>,
+    /// Set by a first umount2(MNT_EXPIRE): a second one unmounts.
+    expiry_mark: AtomicBool,
+}
+
+fn next_mount_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Mount {
+    /// A mount of a new instance of a file system; a `read_only` one stays
+    /// so (the sandbox's own views of the host).
     pub fn new(fs_type: &'static str, source: impl Into<String>, read_only: bool, root: Arc<dyn Inode>) -> Arc<Mount> {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        Arc::new(Mount { id: NEXT.fetch_add(1, Ordering::Relaxed), fs_type, source: source.into(), read_only, root })
+        let flags = if read_only { MountFlags::READ_ONLY | MountFlags::LOCK_READ_ONLY } else { MountFlags::empty() };
+        let sb = Arc::new(SuperBlock { read_only: AtomicBool::new(false), options: Mutex::new(String::new()) });
+        Mount::with(fs_type, source.into(), sb, root, b"/".to_vec(), flags)
     }
+
+    fn with(
+        fs_type: &'static str,
+        source: String,
+        sb: Arc<SuperBlock>,
+        root: Arc<dyn Inode>,
+        root_path: Vec<u8>,
+        flags: MountFlags,
+    ) -> Arc<Mount> {
+        Arc::new(Mount {
+            id: next_mount_id(),
+            fs_type,
+            source,
+            sb,
+            root,
+            root_path,
+            flags: AtomicU32::new(flags.bits()),
+            propagation: Mutex::new(Propagation::default()),
+            expiry_mark: AtomicBool::new(false),
+        })
+    }
+
+    /// A new mount of the file system of `self` whose root is `d`, a
+    /// dentry of it (a bind mount), with the same flags.
+    pub fn bind_of(self: &Arc<Self>, d: &Arc<Dentry>) -> Arc<Mount> {
+        let mut root_path = self.root_path.clone();
+        let below = path_in_mount(d);
+        if below != b"/" {
+            if root_path == b"/" {
+                root_path.clear();
+            }
+            root_path.extend_from_slice(&below);
+        }
+        let m =
+            Mount::with(self.fs_type, self.source.clone(), self.sb.clone(), d.inode.clone(), root_path, self.flags());
+        // A bind of a shared mount joins its peer group.
+        let p = self.propagation();
+        if p.shared.is_some() {
+            m.set_propagation(Propagation { unbindable: false, ..p });
+        }
+        m
+    }
+
+    pub fn flags(&self) -> MountFlags {
+        MountFlags::from_bits_truncate(self.flags.load(Ordering::Acquire))
+    }
+
+    pub fn set_flags(&self, flags: MountFlags) {
+        self.flags.store(flags.bits(), Ordering::Release);
+    }
+
+    /// Writes are refused on this mount (it or its file system is
+    /// read-only).
+    pub fn read_only(&self) -> bool {
+        self.flags().contains(MountFlags::READ_ONLY) || self.sb.read_only()
+    }
+
+    pub fn propagation(&self) -> Propagation {
+        *self.propagation.lock().unwrap()
+    }
+
+    pub fn set_propagation(&self, p: Propagation) {
+        *self.propagation.lock().unwrap() = p;
+    }
+
+    /// Marks the mount for expiry; true if it was marked already.
+    pub fn mark_expired(&self) -> bool {
+        self.expiry_mark.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// A new peer group id for a shared mount.
+pub fn new_peer_group() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The path of `d` below the root of the mount it is in ("/" for that
+/// root).
+fn path_in_mount(d: &Arc<Dentry>) -> Vec<u8> {
+    let mut parts = Vec::new();
+    let mut cur = d.clone();
+    while let Some(p) = cur.parent() {
+        if p.mount.id != cur.mount.id {
+            break;
+        }
+        parts.push(cur.name());
+        cur = p;
+    }
+    join(parts)
 }
 
 /// A name of an inode: where it sits (its parent and its name there),
@@ -140,6 +328,35 @@ impl Dentry {
     pub fn forget_child(&self, name: &[u8]) {
         if let Some(d) = self.children.lock().unwrap().remove(name).and_then(|w| w.upgrade()) {
             d.deleted.store(true, Ordering::Release);
+        }
+    }
+
+    /// Forgets the child `name` if it is the root of mount `id` (that
+    /// mount is gone from there); the dentry itself stays usable.
+    pub fn forget_mount_root(&self, name: &[u8], id: u64) {
+        let mut children = self.children.lock().unwrap();
+        if children.get(name).and_then(Weak::upgrade).is_some_and(|d| d.mount.id == id) {
+            children.remove(name);
+        }
+    }
+
+    /// Puts this dentry, the root of its mount, at `place` (its mount was
+    /// moved there): no parent at the namespace root, else the child of the
+    /// directory there.
+    pub fn relink(self: &Arc<Self>, place: &Place) {
+        let _serial = RENAME_LOCK.lock().unwrap();
+        let old = std::mem::replace(&mut *self.link.write().unwrap(), Link { name: Vec::new(), parent: None });
+        if let Some(p) = old.parent {
+            let mut children = p.children.lock().unwrap();
+            if children.get(&old.name).and_then(Weak::upgrade).is_some_and(|d| Arc::ptr_eq(&d, self)) {
+                children.remove(&old.name);
+            }
+        }
+        if let Place::Over(dir, name) = place {
+            *self.link.write().unwrap() = Link { name: name.clone(), parent: Some(dir.clone()) };
+            if !name.is_empty() {
+                dir.children.lock().unwrap().insert(name.clone(), Arc::downgrade(self));
+            }
         }
     }
 
@@ -268,51 +485,304 @@ impl crate::mm::MapPath for Dentry {
 
 /// "/a/b" from ["b", "a"]; "/" from none.
 fn join(parts: Vec<Vec<u8>>) -> Vec<u8> {
-    if parts.is_empty() {
-        return b"/".to_vec();
-    }
     let mut out = Vec::new();
-    for p in parts.iter().rev() {
+    for p in parts.iter().rev().filter(|p| !p.is_empty()) {
         out.push(b'/');
         out.extend_from_slice(p);
+    }
+    if out.is_empty() {
+        out.push(b'/');
     }
     out
 }
 
-/// A mount point: the mount and inode of the directory mounted over, and the
-/// name in it.
+/// A mount point: the mount and inode of the directory mounted over, and
+/// the name in it; the name is empty for a mount over a directory that has
+/// no name to look it up by (a root).
 type MountPoint = (u64, u64, Vec<u8>);
 
-/// Where other file systems are mounted.
+/// Where a mount is attached.
+#[derive(Clone)]
+pub enum Place {
+    /// The root of the mount namespace.
+    Root,
+    /// Over the child `name` of `dir`, or over `dir` itself when `name`
+    /// is empty.
+    Over(Arc<Dentry>, Vec<u8>),
+}
+
+impl Place {
+    /// The place a mount over `d` goes.
+    pub fn over(d: &Arc<Dentry>) -> Place {
+        match d.parent() {
+            Some(p) => Place::Over(p, d.name()),
+            None => Place::Over(d.clone(), Vec::new()),
+        }
+    }
+
+    fn key(&self) -> Option<MountPoint> {
+        match self {
+            Place::Root => None,
+            Place::Over(dir, name) => Some((dir.mount.id, dir.ino(), name.clone())),
+        }
+    }
+}
+
+/// A mount in the table.
+#[derive(Clone)]
+struct Attached {
+    mount: Arc<Mount>,
+    /// The mount it is mounted on; None for the namespace root.
+    parent: Option<Arc<Mount>>,
+    place: Place,
+    /// Mounted over the root of `parent` at the same place (stacked).
+    stacked: bool,
+}
+
+/// One mount as /proc/PID/mountinfo shows it.
+pub struct MountEntry {
+    pub mount: Arc<Mount>,
+    /// The parent's id; its own for the namespace root.
+    pub parent_id: u64,
+    /// The mount point from the namespace root.
+    pub path: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Table {
+    /// The mounts at each mount point, newest (the one seen) last.
+    points: HashMap<MountPoint, Vec<Arc<Mount>>>,
+    /// Every attached mount, in mount order.
+    all: Vec<Attached>,
+}
+
+impl Table {
+    fn attach(&mut self, place: Place, mount: Arc<Mount>) {
+        let (parent, stacked) = match &place {
+            Place::Root => (None, false),
+            Place::Over(dir, _) => {
+                match self.points.get(&place.key().expect("a place over something")).and_then(|v| v.last()) {
+                    Some(below) => (Some(below.clone()), true),
+                    None => (Some(dir.mount.clone()), false),
+                }
+            }
+        };
+        if let Some(key) = place.key() {
+            self.points.entry(key).or_default().push(mount.clone());
+        }
+        self.all.push(Attached { mount, parent, place, stacked });
+    }
+
+    /// Takes `id` out of the table (not its children); returns where it was.
+    fn detach(&mut self, id: u64) -> Option<Attached> {
+        let i = self.all.iter().position(|a| a.mount.id == id)?;
+        let a = self.all.remove(i);
+        if let Some(key) = a.place.key()
+            && let Some(stack) = self.points.get_mut(&key)
+        {
+            stack.retain(|m| m.id != id);
+            if stack.is_empty() {
+                self.points.remove(&key);
+            }
+        }
+        // A mount stacked on this one now sits on what this one sat on.
+        for other in self.all.iter_mut() {
+            if other.stacked && other.parent.as_ref().is_some_and(|p| p.id == id) {
+                other.parent = a.parent.clone();
+                other.stacked = a.stacked;
+            }
+        }
+        Some(a)
+    }
+
+    fn get(&self, id: u64) -> Option<&Attached> {
+        self.all.iter().find(|a| a.mount.id == id)
+    }
+
+    /// The mount point of `id` from the namespace root, walking up the
+    /// mount tree (a loop, not recursion: stacks of mounts can be tall).
+    fn path(&self, id: u64) -> Option<Vec<u8>> {
+        let mut parts: Vec<Vec<u8>> = Vec::new();
+        let mut cur = self.get(id)?;
+        for _ in 0..=self.all.len() {
+            let Place::Over(dir, name) = &cur.place else {
+                let mut out = Vec::new();
+                for p in parts.iter().rev() {
+                    out.push(b'/');
+                    out.extend_from_slice(p);
+                }
+                if out.is_empty() {
+                    out.push(b'/');
+                }
+                return Some(out);
+            };
+            if !cur.stacked {
+                if !name.is_empty() {
+                    parts.push(name.clone());
+                }
+                let within = path_in_mount(dir);
+                for c in within.split(|b| *b == b'/').filter(|c| !c.is_empty()).rev() {
+                    parts.push(c.to_vec());
+                }
+            }
+            cur = self.get(cur.parent.as_ref()?.id)?;
+        }
+        None
+    }
+}
+
+/// The sandbox's mount namespace: where each file system is mounted.
 #[derive(Default)]
 pub struct MountTable {
-    points: RwLock<HashMap<MountPoint, Arc<Mount>>>,
-    all: RwLock<Vec<(Vec<u8>, Arc<Mount>)>>,
+    table: RwLock<Table>,
 }
 
 impl MountTable {
+    /// Makes `mount` the root of the namespace.
+    pub fn set_root(&self, mount: Arc<Mount>) {
+        self.table.write().unwrap().attach(Place::Root, mount);
+    }
+
     /// Mounts `mount` at `name` inside directory `dir`.
     pub fn mount(&self, dir: &Arc<Dentry>, name: &[u8], mount: Arc<Mount>) {
-        let mut path = dir.path();
-        if path != b"/" {
-            path.push(b'/');
-        }
-        path.extend_from_slice(name);
-        self.points.write().unwrap().insert((dir.mount.id, dir.ino(), name.to_vec()), mount.clone());
-        self.all.write().unwrap().push((path, mount));
+        self.attach(Place::Over(dir.clone(), name.to_vec()), mount);
+    }
+
+    /// Mounts `mount` at `place`, over what is there.
+    pub fn attach(&self, place: Place, mount: Arc<Mount>) {
+        self.table.write().unwrap().attach(place, mount);
     }
 
     /// The mount over `name` in `dir`, if any.
     pub fn lookup(&self, dir: &Dentry, name: &[u8]) -> Option<Arc<Mount>> {
-        let points = self.points.read().unwrap();
-        if points.is_empty() {
+        let t = self.table.read().unwrap();
+        if t.points.is_empty() {
             return None;
         }
-        points.get(&(dir.mount.id, dir.ino(), name.to_vec())).cloned()
+        t.points.get(&(dir.mount.id, dir.ino(), name.to_vec())).and_then(|v| v.last()).cloned()
     }
 
-    /// Every mount with its path, in mount order (for /proc/mounts).
-    pub fn list(&self) -> Vec<(Vec<u8>, Arc<Mount>)> {
-        self.all.read().unwrap().clone()
+    /// The mount that covers `d` itself, if one does: the topmost at its
+    /// place when that is not `d`'s own mount.
+    pub fn covering(&self, d: &Arc<Dentry>) -> Option<Arc<Mount>> {
+        let key = Place::over(d).key()?;
+        let t = self.table.read().unwrap();
+        let top = t.points.get(&key)?.last()?;
+        (top.id != d.mount.id).then(|| top.clone())
+    }
+
+    /// How many mounts the namespace holds.
+    pub fn count(&self) -> usize {
+        self.table.read().unwrap().all.len()
+    }
+
+    /// True if `id` is attached to the namespace.
+    pub fn is_attached(&self, id: u64) -> bool {
+        self.table.read().unwrap().get(id).is_some()
+    }
+
+    /// True if `id` is the root of the namespace.
+    pub fn is_root(&self, id: u64) -> bool {
+        self.table.read().unwrap().get(id).is_some_and(|a| matches!(a.place, Place::Root))
+    }
+
+    /// Where `id` is attached and the mount it is attached to.
+    pub fn place_of(&self, id: u64) -> Option<(Place, Option<Arc<Mount>>)> {
+        self.table.read().unwrap().get(id).map(|a| (a.place.clone(), a.parent.clone()))
+    }
+
+    /// The mounts attached on `id` (its children in the mount tree).
+    pub fn children(&self, id: u64) -> Vec<Arc<Mount>> {
+        let t = self.table.read().unwrap();
+        t.all.iter().filter(|a| a.parent.as_ref().is_some_and(|p| p.id == id)).map(|a| a.mount.clone()).collect()
+    }
+
+    /// `id` and every mount below it, parents before children.
+    pub fn subtree(&self, id: u64) -> Vec<Arc<Mount>> {
+        let t = self.table.read().unwrap();
+        let Some(top) = t.get(id) else { return Vec::new() };
+        let mut out = vec![top.mount.clone()];
+        let mut i = 0;
+        while i < out.len() {
+            let pid = out[i].id;
+            out.extend(
+                t.all.iter().filter(|a| a.parent.as_ref().is_some_and(|p| p.id == pid)).map(|a| a.mount.clone()),
+            );
+            i += 1;
+        }
+        out
+    }
+
+    /// Takes `id` and every mount below it out of the namespace (a lazy
+    /// unmount: what still uses them keeps them). Returns the mounts
+    /// removed.
+    pub fn detach_tree(&self, id: u64) -> Vec<Arc<Mount>> {
+        let gone = self.subtree(id);
+        let mut t = self.table.write().unwrap();
+        for m in gone.iter().rev() {
+            if let Some(Attached { place: Place::Over(dir, name), .. }) = t.detach(m.id)
+                && !name.is_empty()
+            {
+                dir.forget_mount_root(&name, m.id);
+            }
+        }
+        gone
+    }
+
+    /// Moves `id` from where it is to `place`; its dentry `root`, the
+    /// mount's root as it was seen, moves with it.
+    pub fn move_mount(&self, id: u64, root: &Arc<Dentry>, place: Place) {
+        {
+            let mut t = self.table.write().unwrap();
+            let Some(a) = t.detach(id) else { return };
+            t.attach(place.clone(), a.mount);
+        }
+        root.relink(&place);
+    }
+
+    /// pivot_root: the mount of `new_root` takes the place of the mount of
+    /// `old_root`, which moves to `put_old`. Both dentries are the roots
+    /// of their mounts and move with them.
+    pub fn pivot(&self, new_root: &Arc<Dentry>, old_root: &Arc<Dentry>, put_old: Place) -> Result<(), FsError> {
+        let old_place = {
+            let mut t = self.table.write().unwrap();
+            let old = t.detach(old_root.mount.id).ok_or(FsError::Invalid)?;
+            let Some(new) = t.detach(new_root.mount.id) else {
+                t.attach(old.place, old.mount);
+                return Err(FsError::Invalid);
+            };
+            t.attach(old.place.clone(), new.mount);
+            t.attach(put_old.clone(), old.mount);
+            old.place
+        };
+        new_root.relink(&old_place);
+        old_root.relink(&put_old);
+        Ok(())
+    }
+
+    /// Every mount in mount order, with its parent and mount point.
+    pub fn list(&self) -> Vec<MountEntry> {
+        let t = self.table.read().unwrap();
+        t.all
+            .iter()
+            .filter_map(|a| {
+                let path = t.path(a.mount.id)?;
+                let parent_id = a.parent.as_ref().map_or(a.mount.id, |p| p.id);
+                Some(MountEntry { mount: a.mount.clone(), parent_id, path })
+            })
+            .collect()
+    }
+
+    /// The path of `d` from the namespace root, if its mount is attached.
+    pub fn path_of(&self, d: &Arc<Dentry>) -> Option<Vec<u8>> {
+        let mut p = self.table.read().unwrap().path(d.mount.id)?;
+        let below = path_in_mount(d);
+        if below != b"/" {
+            if p == b"/" {
+                p.clear();
+            }
+            p.extend_from_slice(&below);
+        }
+        Some(p)
     }
 }

@@ -15,6 +15,7 @@ pub mod host;
 pub mod inotify;
 pub mod lock;
 pub mod namei;
+pub mod overlay;
 pub mod path;
 pub mod pipe;
 pub mod proc;
@@ -679,7 +680,7 @@ pub fn may_lookup(dir: &Dentry, creds: &Creds) -> Result<(), FsError> {
 /// object's own check.
 pub fn permission(d: &Dentry, creds: &Creds, mask: u32) -> Result<(), FsError> {
     if mask & MAY_WRITE != 0
-        && d.mount.read_only
+        && d.mount.read_only()
         && matches!(d.file_type(), FileType::Regular | FileType::Directory | FileType::Symlink)
     {
         return Err(FsError::ReadOnly);

@@ -17,7 +17,7 @@ use crate::auth::{Creds, cap};
 
 /// Linux's mnt_want_write: EROFS on a read-only mount.
 pub fn want_write(d: &Dentry) -> Result<(), FsError> {
-    if d.mount.read_only { Err(FsError::ReadOnly) } else { Ok(()) }
+    if d.mount.read_only() { Err(FsError::ReadOnly) } else { Ok(()) }
 }
 
 /// Linux's may_create: the directory still exists and the caller may
@@ -397,7 +397,7 @@ impl Default for AttrChange {
 
 /// Applies `change` to `d` for the caller in `ctx`.
 pub fn change_attr(ctx: &Context, d: &Dentry, change: &AttrChange) -> Result<(), FsError> {
-    change_inode_attr(ctx, &*d.inode, d.mount.read_only, change)?;
+    change_inode_attr(ctx, &*d.inode, d.mount.read_only(), change)?;
     inotify::notify_change(d, change.event());
     Ok(())
 }

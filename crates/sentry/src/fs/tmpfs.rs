@@ -340,8 +340,28 @@ impl TmpInode {
         pages.size = 0;
     }
 
-    fn arc(&self) -> Arc<TmpInode> {
+    /// This inode as a shared reference.
+    pub fn arc(&self) -> Arc<TmpInode> {
         self.me.upgrade().expect("a tmpfs inode in use is alive")
+    }
+
+    /// The inode number (the tmpfs's own).
+    pub fn number(&self) -> u64 {
+        self.ino
+    }
+
+    /// The child `name` of this directory, if there is one.
+    pub fn child(&self, name: &[u8]) -> Option<Arc<TmpInode>> {
+        self.dir().ok()?.lock().unwrap().get(name).cloned()
+    }
+
+    /// Up to `max` entries of this directory whose readdir cookie is at
+    /// least `cookie`, in cookie order: how another file system built on
+    /// this one (the overlay) lists it.
+    pub fn entries_from(&self, cookie: u64, max: usize) -> Vec<(u64, Vec<u8>, Arc<TmpInode>)> {
+        let Ok(dir) = self.dir() else { return Vec::new() };
+        let dir = dir.lock().unwrap();
+        dir.order.range(cookie..).take(max).map(|(c, name)| (*c, name.clone(), dir.entries[name].1.clone())).collect()
     }
 
     fn dir(&self) -> Result<&Mutex<Dir>, FsError> {

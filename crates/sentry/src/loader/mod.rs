@@ -89,6 +89,10 @@ pub fn open_exec(resolver: &Resolver, file: &ExecFile) -> Result<Executable, Loa
     if dentry.file_type() != FileType::Regular {
         return Err(LoadError::NotExecutable);
     }
+    // Nothing on a noexec mount runs (Linux's path_noexec in may_open).
+    if dentry.mount.flags().contains(crate::fs::dentry::MountFlags::NOEXEC) {
+        return Err(LoadError::NotExecutable);
+    }
     dentry.inode.access(resolver.creds, crate::fs::MAY_EXEC).map_err(|_| LoadError::NotExecutable)?;
     let ctx = crate::fs::Context::kernel(std::sync::Arc::new(resolver.creds.clone()));
     let ops = dentry.inode.open(&ctx, &dentry, OpenFlags::empty()).map_err(|e| match e {

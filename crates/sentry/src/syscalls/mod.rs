@@ -7,6 +7,7 @@ mod futex;
 mod info;
 mod io;
 mod mm;
+mod mount;
 mod namei;
 mod net;
 mod notify;

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
-use super::{Handler, epoll, fs, futex, info, io, mm, namei, net, notify, pipe, process, signal, time, timer};
+use super::{Handler, epoll, fs, futex, info, io, mm, mount, namei, net, notify, pipe, process, signal, time, timer};
 
 /// One implemented system call.
 pub struct SyscallDef {
@@ -128,6 +128,9 @@ table! {
     arch_prctl => process::arch_prctl, [Hex, Hex], Int;
     setrlimit => process::setrlimit, [Int, Ptr], Int;
     chroot => fs::chroot, [Path], Int;
+    mount => mount::mount, [Path, Path, Path, Hex, Ptr], Int;
+    umount2 => mount::umount2, [Path, Hex], Int;
+    pivot_root => mount::pivot_root, [Path, Path], Int;
     sethostname => info::sethostname, [InBuf(1), UInt], Int;
     sync => fs::sync, [], Int;
     gettid => process::gettid, [], Int;

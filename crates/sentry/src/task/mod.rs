@@ -9,6 +9,7 @@ mod block;
 mod clone;
 pub mod exec;
 mod exit;
+pub mod mounts;
 pub mod pidfd;
 mod proc_source;
 mod run;

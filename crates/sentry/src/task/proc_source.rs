@@ -429,8 +429,8 @@ impl ProcSource for KernelProcSource {
                 Some(out)
             }
             "limits" => Some(limits(&tg.rlimits.lock().unwrap()).into_bytes()),
-            "mounts" => self.global("mounts"),
-            "mountinfo" => Some(mountinfo(&k).into_bytes()),
+            "mounts" => Some(mount_lines(&k, self.root(pid), false)),
+            "mountinfo" => Some(mount_lines(&k, self.root(pid), true)),
             // The sandbox is the root of its own cgroup namespace.
             "cgroup" => Some(b"0::/\n".to_vec()),
             "oom_score_adj" => Some(format!("{}\n", info.oom_score_adj).into_bytes()),
@@ -446,18 +446,18 @@ impl ProcSource for KernelProcSource {
         }
         let cpus = k.config.cpus;
         match name {
-            "mounts" => {
-                let mut s = String::from("/ / hostfs ro 0 0\n");
-                for (path, m) in k.mounts.list() {
-                    let p = String::from_utf8_lossy(&path);
-                    let _ =
-                        writeln!(s, "{} {} {} {} 0 0", m.source, p, m.fs_type, if m.read_only { "ro" } else { "rw" });
-                }
-                Some(s.into_bytes())
-            }
-            "filesystems" => {
-                Some(b"nodev\tsysfs\nnodev\ttmpfs\nnodev\tproc\nnodev\tcgroup2\nnodev\tdevtmpfs\n\thostfs\n".to_vec())
-            }
+            "mounts" => Some(mount_lines(&k, self.root(self.current_pid()), false)),
+            "filesystems" => Some(
+                b"nodev	sysfs
+nodev	tmpfs
+nodev	proc
+nodev	cgroup2
+nodev	devtmpfs
+	hostfs
+nodev	overlay
+"
+                .to_vec(),
+            ),
             "uptime" => {
                 let up = k.started.elapsed().as_secs_f64();
                 // Idle: the time the sandbox's CPUs ran none of its tasks.
@@ -640,50 +640,6 @@ fn limits(l: &super::Rlimits) -> String {
     s
 }
 
-/// /proc/PID/mountinfo: the sandbox's mounts, each with its parent (the
-/// nearest mount above its mount point) and device.
-fn mountinfo(k: &Kernel) -> String {
-    let root = &k.root.mount;
-    let mut mounts: Vec<(Vec<u8>, Arc<crate::fs::Mount>)> = vec![(b"/".to_vec(), root.clone())];
-    mounts.extend(k.mounts.list());
-    let mut s = String::new();
-    for (i, (path, m)) in mounts.iter().enumerate() {
-        let parent = mounts[..i]
-            .iter()
-            .rev()
-            .find(|(p, _)| p == b"/" || (path.starts_with(p) && path.get(p.len()) == Some(&b'/')))
-            .map_or(m.id, |(_, pm)| pm.id);
-        let dev = m.root.stat().map_or(0, |st| st.dev);
-        let ro = if m.read_only { "ro" } else { "rw" };
-        let _ = writeln!(
-            s,
-            "{} {parent} {}:{} / {} {ro},relatime - {} {} {ro}",
-            m.id,
-            crate::fs::dev_major(dev),
-            crate::fs::dev_minor(dev),
-            escape_mount_field(path),
-            m.fs_type,
-            escape_mount_field(m.source.as_bytes()),
-        );
-    }
-    s
-}
-
-/// A path or source in mountinfo: space, tab, newline and backslash as
-/// octal escapes, as Linux's seq_path does.
-fn escape_mount_field(b: &[u8]) -> String {
-    let mut out = String::new();
-    for &c in b {
-        match c {
-            b' ' | b'\t' | b'\n' | b'\\' => {
-                let _ = write!(out, "\\{c:03o}");
-            }
-            _ => out.push(c as char),
-        }
-    }
-    out
-}
-
 /// The per-mapping lines of /proc/PID/smaps after the mapping's maps line.
 /// Proportional sizes are the resident ones: the sentry does not count
 /// how many processes map each page.
@@ -766,6 +722,85 @@ impl SysSource for KernelSysSource {
         };
         Some(format!("{text}\n").into_bytes())
     }
+}
+
+/// /proc/PID/mounts (`info` false) or /proc/PID/mountinfo: the mounts
+/// of the namespace seen from the process's root `root`, with their mount
+/// points relative to it; those outside it are not shown, as Linux's
+/// seq_path_root leaves them out.
+fn mount_lines(k: &Kernel, root: Option<Arc<Dentry>>, info: bool) -> Vec<u8> {
+    let Some(base) = root.and_then(|r| k.mounts.path_of(&r)) else { return Vec::new() };
+    let mut s = String::new();
+    for e in k.mounts.list() {
+        let Some(at) = below(&e.path, &base) else { continue };
+        let m = &e.mount;
+        let flags = m.flags();
+        let source = if m.source.is_empty() { "none".to_string() } else { mangle(m.source.as_bytes()) };
+        let mut mnt_opts = String::new();
+        flags.show(&mut mnt_opts);
+        let sb_opts = m.sb.options();
+        if info {
+            let dev = m.root.stat().map(|st| st.dev).unwrap_or(0);
+            let mut tags = String::new();
+            let p = m.propagation();
+            if let Some(g) = p.shared {
+                let _ = write!(tags, " shared:{g}");
+            }
+            if let Some(g) = p.master {
+                let _ = write!(tags, " master:{g}");
+            }
+            if p.unbindable {
+                tags.push_str(" unbindable");
+            }
+            let _ = writeln!(
+                s,
+                "{} {} {}:{} {} {} {}{mnt_opts}{tags} - {} {source} {}{sb_opts}",
+                m.id,
+                e.parent_id,
+                crate::fs::dev_major(dev),
+                crate::fs::dev_minor(dev),
+                mangle(&m.root_path),
+                mangle(&at),
+                if flags.contains(crate::fs::dentry::MountFlags::READ_ONLY) { "ro" } else { "rw" },
+                m.fs_type,
+                if m.sb.read_only() { "ro" } else { "rw" },
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{source} {} {} {}{mnt_opts}{sb_opts} 0 0",
+                mangle(&at),
+                m.fs_type,
+                if m.read_only() { "ro" } else { "rw" },
+            );
+        }
+    }
+    s.into_bytes()
+}
+
+/// `path` relative to `base` ("/" for `base` itself), if below it.
+fn below(path: &[u8], base: &[u8]) -> Option<Vec<u8>> {
+    if base == b"/" {
+        return Some(path.to_vec());
+    }
+    let rest = path.strip_prefix(base)?;
+    if rest.is_empty() {
+        return Some(b"/".to_vec());
+    }
+    rest.starts_with(b"/").then(|| rest.to_vec())
+}
+
+/// A name in /proc/PID/mounts, with the characters that would split its
+/// fields escaped in octal, as Linux's mangle() does.
+fn mangle(name: &[u8]) -> String {
+    let mut out = Vec::new();
+    for &b in name {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            _ => out.push(b),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// CPUs of the host this process may use: the sandbox's CPUs without

@@ -1,0 +1,61 @@
+//! mount, umount2 and pivot_root from inside the sandbox, and the mount
+//! table /proc shows. Natively the programs run as root in a private
+//! mount namespace (`unshare -m`), so the host's mounts never change.
+
+mod common;
+
+use std::process::Command;
+
+use common::{VARIANTS, assert_same, c_program, finish_within, run_with, sandbox, spawn_cordon};
+
+/// Far more than the program takes: reaching it means a hang.
+const HANG: std::time::Duration = std::time::Duration::from_secs(300);
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn mount_table_changes_from_inside() {
+    require_kvm!();
+    if !is_root() {
+        eprintln!("skipping: mounting needs root, natively and in the sandbox");
+        return;
+    }
+    for v in VARIANTS {
+        let prog = c_program("mounts", v);
+        let p = prog.to_str().expect("utf-8 path");
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", p]);
+        let n = run_with(cmd, None);
+        assert!(
+            n.status.success(),
+            "mounts-{v} fails natively, so the test itself is wrong:\n{}{}",
+            String::from_utf8_lossy(&n.stdout),
+            String::from_utf8_lossy(&n.stderr)
+        );
+        let s = finish_within(spawn_cordon(&[p]), HANG, &format!("mounts-{v}"));
+        assert_same(&format!("mounts-{v}"), &s, &n);
+    }
+}
+
+#[test]
+fn shell_mounts_and_unmounts_a_tmpfs() {
+    require_kvm!();
+    if !is_root() {
+        eprintln!("skipping: mounting needs root");
+        return;
+    }
+    let script = "mkdir -p /tmp/x && mount -t tmpfs -o size=1m tmpfs /tmp/x && df /tmp/x && \
+                  grep ' /tmp/x ' /proc/mounts && echo data > /tmp/x/f && umount /tmp/x && \
+                  ! grep ' /tmp/x ' /proc/mounts && ! test -e /tmp/x/f && echo unmounted";
+    let out = sandbox(&[], "/bin/sh", &["-c", script], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "status {:?}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    let df: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(df, ["tmpfs", "1024", "0", "1024", "0%", "/tmp/x"], "df of an empty 1m tmpfs:\n{stdout}");
+    assert_eq!(lines[2], "tmpfs /tmp/x tmpfs rw,relatime,size=1024k 0 0");
+    assert_eq!(lines[3], "unmounted");
+}
