@@ -1,7 +1,9 @@
-//! File locks and inotify, one C program each (tests/c), run natively and
-//! in the sandbox in a fresh directory under /tmp: both must pass and
-//! print the same, so every expectation (and every inotify event sequence)
-//! is Linux's own.
+//! File locks and inotify, C programs (tests/c) run natively and in the
+//! sandbox in a fresh directory under /tmp: both must pass and print the
+//! same, so every expectation (and every inotify event sequence) is Linux's
+//! own. locks.c and inotify.c find their own directory; fs_locks.c and
+//! fs_inotify.c are told theirs (tests/c/work_dir.h), like the writable
+//! file system tests.
 
 mod common;
 
@@ -23,4 +25,21 @@ fn file_locks_between_processes() {
 fn inotify_event_sequences() {
     require_kvm!();
     c_test("inotify", &[]);
+}
+
+/// flock, fcntl record and OFD locks between two processes taking turns
+/// through pipes, F_SETLKW waiting for the holder, and EDEADLK refusing
+/// exactly one of two crossed waits.
+#[test]
+fn fs_locks() {
+    require_kvm!();
+    common::c_test_in_work_dir("fs_locks");
+}
+
+/// Event sequences of a file's life in watched directories and of a file
+/// watched itself, IN_ONESHOT, removed watches, and the calls' errors.
+#[test]
+fn fs_inotify() {
+    require_kvm!();
+    common::c_test_in_work_dir("fs_inotify");
 }

@@ -148,6 +148,45 @@ pub fn c_test(name: &str, args: &[&str]) {
     }
 }
 
+/// Runs a C program of the writable file system tests (tests/c/work_dir.h)
+/// natively and in the sandbox in each variant, each run making a fresh work
+/// directory of its own: natively under the host's temporary directory, in
+/// the sandbox under its /tmp, which is a tmpfs. Both must pass and print the
+/// same.
+pub fn c_test_in_work_dir(name: &str) {
+    let native_tmp = std::env::temp_dir();
+    let native_on_tmpfs = {
+        let dir = std::ffi::CString::new(native_tmp.to_str().expect("utf-8 path")).expect("path without NUL");
+        // SAFETY: an all-zero statfs is a valid value for statfs to overwrite.
+        let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `dir` is a NUL-terminated path and `sfs` a valid exclusive
+        // pointer for the call.
+        let r = unsafe { libc::statfs(dir.as_ptr(), &mut sfs) };
+        r == 0 && sfs.f_type == libc::TMPFS_MAGIC
+    };
+    for v in VARIANTS {
+        let prog = c_program(name, v);
+        let p = prog.to_str().expect("utf-8 path");
+        let dir = native_tmp.join(format!("cordon-{name}-{v}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut args = vec![dir.to_str().expect("utf-8 path")];
+        if native_on_tmpfs {
+            args.push("tmpfs");
+        }
+        let n = native(p, &args, None);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            n.status.success(),
+            "{name}-{v} fails natively, so the test itself is wrong:\n{}{}",
+            String::from_utf8_lossy(&n.stdout),
+            String::from_utf8_lossy(&n.stderr)
+        );
+        let sandbox_dir = format!("/tmp/{name}-{v}");
+        let s = finish_within(spawn_cordon(&[p, &sandbox_dir, "tmpfs"]), C_TEST_HANG, &format!("{name}-{v}"));
+        assert_same(&format!("{name}-{v}"), &s, &n);
+    }
+}
+
 /// Far more than any C test program takes in the sandbox: a hang fails its
 /// test instead of stalling the suite.
 const C_TEST_HANG: std::time::Duration = std::time::Duration::from_secs(300);
