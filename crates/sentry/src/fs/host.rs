@@ -917,6 +917,12 @@ impl Mappable for PageCache {
         self.name.clone()
     }
 
+    fn unchanging(&self) -> bool {
+        // Written only through shared mappings of writers; a change by
+        // write(2) makes a new cache for later mappings.
+        self.shared_writers.load(std::sync::atomic::Ordering::Acquire) == 0
+    }
+
     fn cached(&self, index: u64) -> Option<Frame> {
         let f = *self.pages.lock().unwrap().get(&index)?;
         self.mf.inc_ref(f);

@@ -879,6 +879,12 @@ impl Mappable for OverlayPages {
     fn prefetch(&self, index: u64, count: u64) {
         self.inner.prefetch(index, count)
     }
+    fn unchanging(&self) -> bool {
+        self.inner.unchanging()
+    }
+    fn write_back(&self) -> Result<(), crate::mm::MmError> {
+        self.inner.write_back()
+    }
 }
 
 /// An open directory of the overlay: the merged listing.

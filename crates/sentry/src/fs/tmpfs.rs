@@ -326,6 +326,21 @@ impl TmpInode {
         Ok(())
     }
 
+    /// A write by a caller without CAP_FSETID drops the set-user-id bit,
+    /// and the set-group-id bit when it means that (group execute), as
+    /// Linux's file_remove_privs does.
+    fn drop_set_id(&self, creds: &crate::auth::Creds) {
+        let mut m = self.meta.lock().unwrap();
+        let mut kill = g::S_ISUID;
+        if m.perm & g::S_IXGRP != 0 {
+            kill |= g::S_ISGID;
+        }
+        if m.perm & kill != 0 && !creds.has(crate::auth::cap::FSETID) {
+            m.perm &= !kill;
+            m.ctime = Timespec::now();
+        }
+    }
+
     /// Gives the pages back once the file has neither a name nor a user
     /// (Linux's shmem_evict_inode on the last iput).
     fn release_if_unused(&self) {
@@ -1023,7 +1038,8 @@ impl FileOps for TmpFile {
         Ok(n)
     }
 
-    fn write(&self, _: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], offset: u64) -> Result<usize, FsError> {
+    fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], offset: u64) -> Result<usize, FsError> {
+        self.inode.drop_set_id(&ctx.creds);
         if file.flags().contains(OpenFlags::APPEND) {
             return self.inode.append(bufs).map(|(n, _)| n);
         }
@@ -1046,7 +1062,8 @@ impl FileOps for TmpFile {
         Ok(())
     }
 
-    fn write_append(&self, _: &Context, _: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<(usize, u64), FsError> {
+    fn write_append(&self, ctx: &Context, _: &OpenFile, bufs: &[GuestSlice<'_>]) -> Result<(usize, u64), FsError> {
+        self.inode.drop_set_id(&ctx.creds);
         self.inode.append(bufs)
     }
 

@@ -31,6 +31,13 @@ pub trait Mappable: Send + Sync {
     fn cached(&self, _index: u64) -> Option<Frame> {
         None
     }
+    /// True if the pages never change while mapped (a read-only file's
+    /// cached copy): a write to a private mapping may then copy its
+    /// neighbours at once, which would otherwise stop showing the file's
+    /// later changes (Linux shows them until the page itself is written).
+    fn unchanging(&self) -> bool {
+        false
+    }
     /// Writes what shared mappings changed back to where the file lives
     /// (msync, and when the last such mapping goes away), for files whose
     /// pages are a copy of something outside sandbox memory.

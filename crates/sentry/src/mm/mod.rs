@@ -702,7 +702,7 @@ impl MemoryManager {
         let ws = (page & !(window - 1)).max(vma.start);
         let we = ((page & !(window - 1)) + window).min(vma.end);
         let before = st.stats.fault_pages;
-        let private_file = matches!(vma.backing, Backing::File { shared: false, .. });
+        let private_file = matches!(&vma.backing, Backing::File { shared: false, file, .. } if file.unchanging());
         if access.write && private_file {
             let span = COW_AROUND * PAGE;
             let cs = (page & !(span - 1)).max(vma.start);

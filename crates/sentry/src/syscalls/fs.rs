@@ -101,7 +101,8 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
             let (mut cstart, mut cpath) = (start.clone(), path.clone());
             if follow && !restrict.contains(Restrict::NO_SYMLINKS) {
                 let mut links = 0;
-                while let Ok(l) = task.with_resolver_in(restrict, |r| r.resolve(cstart.as_ref(), &cpath, Lookup::NOFOLLOW))
+                while let Ok(l) =
+                    task.with_resolver_in(restrict, |r| r.resolve(cstart.as_ref(), &cpath, Lookup::NOFOLLOW))
                     && l.file_type() == FileType::Symlink
                     && l.inode.magic_link().is_none()
                 {
