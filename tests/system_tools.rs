@@ -127,7 +127,8 @@ fn df_and_mount_show_the_sandboxes_mounts() {
     assert!(out.lines().any(|l| l.ends_with(" /")), "{out}");
     run_ok(&df, &["-a"]);
     let out = run_ok(&mount, &[]);
-    for line in ["/ on / type hostfs (ro", "proc on /proc type proc (rw", "cgroup2 on /sys/fs/cgroup type cgroup2 (ro"]
+    for line in
+        ["overlay on / type overlay (rw", "proc on /proc type proc (rw", "cgroup2 on /sys/fs/cgroup type cgroup2 (ro"]
     {
         assert!(out.lines().any(|l| l.starts_with(line)), "no `{line}`:\n{out}");
     }

@@ -254,6 +254,7 @@ impl Kernel {
         self.clock.stop();
         // What remains cached is not in use by anyone: release it so the
         // account of memory at exit shows only what is live.
+        crate::fs::dentry::release_recent();
         self.root.inode.release_caches();
         self.platform.release_cached();
         self.mf.reclaim();

@@ -254,9 +254,17 @@ pub struct Dentry {
 }
 
 /// The most recently looked-up dentries, kept alive (see [`RECENT`]).
+static RECENT_LIST: Mutex<VecDeque<Arc<Dentry>>> = Mutex::new(VecDeque::new());
+
+/// Lets go of the recently used dentries (for an exact account of what
+/// the sandbox holds at its end).
+pub fn release_recent() {
+    let gone = std::mem::take(&mut *RECENT_LIST.lock().unwrap());
+    drop(gone);
+}
+
 fn keep_recent(d: &Arc<Dentry>) {
-    static LIST: Mutex<VecDeque<Arc<Dentry>>> = Mutex::new(VecDeque::new());
-    let mut list = LIST.lock().unwrap();
+    let mut list = RECENT_LIST.lock().unwrap();
     if list.len() >= RECENT {
         list.pop_front();
     }
@@ -326,8 +334,9 @@ impl Dentry {
     /// Forgets the child `name` after it was removed: its dentry, if alive,
     /// is marked deleted.
     pub fn forget_child(&self, name: &[u8]) {
-        if let Some(d) = self.children.lock().unwrap().remove(name).and_then(|w| w.upgrade()) {
-            d.deleted.store(true, Ordering::Release);
+        let removed = self.children.lock().unwrap().remove(name);
+        if let Some(d) = removed.and_then(|w| w.upgrade()) {
+            d.set_deleted();
         }
     }
 
@@ -360,9 +369,11 @@ impl Dentry {
         }
     }
 
-    /// Marks this name removed (an unlinked file still open).
+    /// Marks this name removed (an unlinked file still open). The cache
+    /// lets go of it, so the object goes as soon as its last user does.
     pub fn set_deleted(&self) {
         self.deleted.store(true, Ordering::Release);
+        RECENT_LIST.lock().unwrap().retain(|d| !std::ptr::eq(&**d, self));
     }
 
     /// Moves the remembered child `old` of `old_dir` to `new` in `new_dir`
@@ -381,7 +392,7 @@ impl Dentry {
                 *r.link.write().unwrap() = Link { name: old.to_vec(), parent: Some(old_dir.clone()) };
                 old_dir.children.lock().unwrap().insert(old.to_vec(), Arc::downgrade(&r));
             } else {
-                r.deleted.store(true, Ordering::Release);
+                r.set_deleted();
             }
         }
     }

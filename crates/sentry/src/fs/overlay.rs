@@ -162,6 +162,10 @@ struct Listing {
     names: HashSet<Vec<u8>>,
 }
 
+/// Most lower misses one directory remembers; past it they are forgotten
+/// and learned again.
+const MAX_LOWER_MISSES: usize = 4096;
+
 /// An object of the overlay as seen at one name: at most one is alive per
 /// name (a directory remembers its children), so a rename or removal
 /// through the directory reaches the object that open files and working
@@ -179,6 +183,10 @@ pub struct OverlayInode {
     lower: Option<Arc<dyn Inode>>,
     upper: OnceLock<Arc<TmpInode>>,
     children: Mutex<HashMap<Vec<u8>, Weak<OverlayInode>>>,
+    /// Names the lower directory was asked for and does not have: it never
+    /// changes, so a miss is remembered and the host is not asked again
+    /// (the negative dentries of this file system).
+    lower_misses: Mutex<std::collections::HashSet<Vec<u8>>>,
     listing: OnceLock<Arc<Listing>>,
     /// The pages mappings of the file share (see [`OverlayPages`]).
     mapped: Mutex<Weak<OverlayPages>>,
@@ -202,6 +210,7 @@ impl OverlayInode {
             lower,
             upper: upper.map(OnceLock::from).unwrap_or_default(),
             children: Mutex::new(HashMap::new()),
+            lower_misses: Mutex::new(std::collections::HashSet::new()),
             listing: OnceLock::new(),
             mapped: Mutex::new(Weak::new()),
         })
@@ -248,7 +257,21 @@ impl OverlayInode {
                 return Err(FsError::NotFound);
             }
         }
-        let lower = self.lower.as_ref().ok_or(FsError::NotFound)?.lookup(name)?;
+        let lower_dir = self.lower.as_ref().ok_or(FsError::NotFound)?;
+        if self.lower_misses.lock().unwrap().contains(name) {
+            return Err(FsError::NotFound);
+        }
+        let lower = match lower_dir.lookup(name) {
+            Err(FsError::NotFound) => {
+                let mut misses = self.lower_misses.lock().unwrap();
+                if misses.len() >= MAX_LOWER_MISSES {
+                    misses.clear();
+                }
+                misses.insert(name.to_vec());
+                return Err(FsError::NotFound);
+            }
+            r => r?,
+        };
         let ino = lower.ino()?;
         Ok(OverlayInode::new(&self.fs, ino, lower.file_type(), Some((self.arc(), name.to_vec())), Some(lower), None))
     }

@@ -170,27 +170,17 @@ pub struct TmpInode {
     seals: AtomicU32,
     /// Shared mappings that may write (Linux's i_mmap_writable).
     writable_maps: AtomicU64,
-    /// Open files and mappings of the file: once it has no name and none
-    /// of these, its pages go back at once, whoever still remembers the
-    /// inode itself (a cached dentry).
-    users: AtomicU64,
 }
 
-/// A use of a tmpfs file's pages (an open file, a mapping), counted in
-/// `users` while it lasts.
+/// A use of a tmpfs file's pages (an open file, a mapping): the inode,
+/// and with it the pages, live while any use does. A removed file's pages
+/// go back when the last holder of the inode lets go (Linux's last iput):
+/// a lookup in flight when the name went still opens the old data.
 struct Use(Arc<TmpInode>);
 
 impl Use {
     fn new(inode: &Arc<TmpInode>) -> Use {
-        inode.users.fetch_add(1, Ordering::AcqRel);
         Use(inode.clone())
-    }
-}
-
-impl Drop for Use {
-    fn drop(&mut self) {
-        self.0.users.fetch_sub(1, Ordering::AcqRel);
-        self.0.release_if_unused();
     }
 }
 
@@ -289,7 +279,6 @@ impl TmpInode {
             linkable: std::sync::atomic::AtomicBool::new(false),
             seals: AtomicU32::new(seal::SEAL),
             writable_maps: AtomicU64::new(0),
-            users: AtomicU64::new(0),
         })
     }
 
@@ -339,20 +328,6 @@ impl TmpInode {
             m.perm &= !kill;
             m.ctime = Timespec::now();
         }
-    }
-
-    /// Gives the pages back once the file has neither a name nor a user
-    /// (Linux's shmem_evict_inode on the last iput).
-    fn release_if_unused(&self) {
-        let Body::File(p) = &self.body else { return };
-        let mut pages = p.lock().unwrap();
-        if self.meta.lock().unwrap().nlink > 0 || self.users.load(Ordering::Acquire) > 0 {
-            return;
-        }
-        for f in std::mem::take(&mut pages.frames).into_values() {
-            self.fs.release(f);
-        }
-        pages.size = 0;
     }
 
     /// This inode as a shared reference.
@@ -815,7 +790,6 @@ impl Inode for TmpInode {
             m.nlink = m.nlink.saturating_sub(1);
             m.ctime = Timespec::now();
         }
-        victim.release_if_unused();
         self.touch(true, true);
         Ok(())
     }
@@ -918,7 +892,6 @@ impl Inode for TmpInode {
                         m.nlink = m.nlink.saturating_sub(1);
                         m.ctime = Timespec::now();
                     }
-                    e.release_if_unused();
                 }
             }
             dst!().insert(new_name, moved.clone());
