@@ -186,6 +186,9 @@ fn drive(mut s: Session) -> (Vec<String>, Option<i32>) {
     step(&mut s, "echo \"B$((5))\" $?; jobs; echo \"E$((5))\"\r", "E5");
     // A resize reaches the shell's terminal and bash's idea of its size.
     set_window(&s.master, 30, 100);
+    // Readline redraws its line for the new size: typing before that
+    // shows in the redraw or not, by timing.
+    s.expect("\rPROMPT> ");
     step(
         &mut s,
         "until [ \"$(stty size)\" = '30 100' ]; do sleep 0.1; done; stty size; echo \"$LINES $COLUMNS\"; echo \"E$((6))\"\r",

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
 use linux_raw_sys::general as g;
 use memory::{GuestSlice, GuestSliceMut, MemoryFile};
 
-use super::synthetic::push_dirent;
+use super::synthetic::{push_dirent, push_dot_entries};
 use super::tmpfs::{TmpInode, Tmpfs, anon_dev};
 use super::{
     Context, Dentry, FileOps, FileType, FsError, Inode, MapName, Mappable, Mount, NewNode, OpenFile, OpenFlags,
@@ -939,17 +939,8 @@ impl FileOps for OverlayDir {
     fn getdents(&self, pos: &mut u64, buf: &mut [u8]) -> Result<usize, FsError> {
         let mut used = 0;
         let full = |used: usize| if used == 0 { Err(FsError::Invalid) } else { Ok(used) };
-        if *pos == 0 {
-            if !push_dirent(buf, &mut used, self.inode.ino, 1, FileType::Directory, b".") {
-                return full(used);
-            }
-            *pos = 1;
-        }
-        if *pos == 1 {
-            if !push_dirent(buf, &mut used, self.parent_ino, 2, FileType::Directory, b"..") {
-                return full(used);
-            }
-            *pos = 2;
+        if !push_dot_entries(buf, &mut used, pos, self.inode.ino, self.parent_ino) {
+            return full(used);
         }
         let node = &self.inode;
         let fs = &node.fs;

@@ -263,6 +263,18 @@ mod tests {
         (root, mounts)
     }
 
+    /// Root's credentials, which search anywhere.
+    static ROOT: std::sync::LazyLock<Creds> = std::sync::LazyLock::new(|| Creds::new(0, 0, Vec::new()));
+
+    fn resolver<'a>(
+        root: &'a Arc<Dentry>,
+        cwd: &'a Arc<Dentry>,
+        mounts: &'a MountTable,
+        creds: &'a Creds,
+    ) -> Resolver<'a> {
+        Resolver { root, cwd, mounts, creds, restrict: Restrict::empty() }
+    }
+
     fn path(r: &Resolver, p: &str, how: Lookup) -> Result<String, FsError> {
         r.resolve(None, p.as_bytes(), how).map(|d| String::from_utf8(d.path()).unwrap())
     }
@@ -270,13 +282,7 @@ mod tests {
     #[test]
     fn plain_and_dot_paths() {
         let (root, mounts) = tree();
-        let r = Resolver {
-            root: &root,
-            cwd: &root,
-            mounts: &mounts,
-            creds: &Creds::new(0, 0, Vec::new()),
-            restrict: Restrict::empty(),
-        };
+        let r = resolver(&root, &root, &mounts, &ROOT);
         assert_eq!(path(&r, "/a/b/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r, "a/./b/../b//file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r, "/", Lookup::FOLLOW).unwrap(), "/");
@@ -289,13 +295,7 @@ mod tests {
     #[test]
     fn dotdot_never_leaves_the_root() {
         let (root, mounts) = tree();
-        let r = Resolver {
-            root: &root,
-            cwd: &root,
-            mounts: &mounts,
-            creds: &Creds::new(0, 0, Vec::new()),
-            restrict: Restrict::empty(),
-        };
+        let r = resolver(&root, &root, &mounts, &ROOT);
         assert_eq!(path(&r, "/../../..", Lookup::FOLLOW).unwrap(), "/");
         assert_eq!(path(&r, "../../etc/passwd", Lookup::FOLLOW).unwrap(), "/etc/passwd");
         assert_eq!(path(&r, "/a/out/passwd", Lookup::FOLLOW).unwrap(), "/etc/passwd", "relative link out stays in");
@@ -305,13 +305,7 @@ mod tests {
     #[test]
     fn symlinks_follow_rules() {
         let (root, mounts) = tree();
-        let r = Resolver {
-            root: &root,
-            cwd: &root,
-            mounts: &mounts,
-            creds: &Creds::new(0, 0, Vec::new()),
-            restrict: Restrict::empty(),
-        };
+        let r = resolver(&root, &root, &mounts, &ROOT);
         assert_eq!(path(&r, "/a/abs", Lookup::NOFOLLOW).unwrap(), "/a/abs");
         assert_eq!(path(&r, "/a/abs", Lookup::FOLLOW).unwrap(), "/a/b");
         assert_eq!(path(&r, "/a/abs/", Lookup::NOFOLLOW).unwrap(), "/a/b", "a trailing slash follows");
@@ -327,13 +321,7 @@ mod tests {
     #[test]
     fn mounts_are_crossed_both_ways() {
         let (root, mounts) = tree();
-        let r = Resolver {
-            root: &root,
-            cwd: &root,
-            mounts: &mounts,
-            creds: &Creds::new(0, 0, Vec::new()),
-            restrict: Restrict::empty(),
-        };
+        let r = resolver(&root, &root, &mounts, &ROOT);
         assert_eq!(path(&r, "/m/inner", Lookup::FOLLOW).unwrap(), "/m/inner");
         assert_eq!(path(&r, "/m/../a/b", Lookup::FOLLOW).unwrap(), "/a/b");
         assert_eq!(path(&r, "/m/inner/..", Lookup::FOLLOW), Err(FsError::NotDirectory));
@@ -344,21 +332,9 @@ mod tests {
     #[test]
     fn relative_to_a_start_directory() {
         let (root, mounts) = tree();
-        let r = Resolver {
-            root: &root,
-            cwd: &root,
-            mounts: &mounts,
-            creds: &Creds::new(0, 0, Vec::new()),
-            restrict: Restrict::empty(),
-        };
+        let r = resolver(&root, &root, &mounts, &ROOT);
         let a = r.resolve(None, b"/a", Lookup::FOLLOW).unwrap();
-        let r2 = Resolver {
-            root: &root,
-            cwd: &a,
-            mounts: &mounts,
-            creds: &Creds::new(0, 0, Vec::new()),
-            restrict: Restrict::empty(),
-        };
+        let r2 = resolver(&root, &a, &mounts, &ROOT);
         assert_eq!(path(&r2, "b/file", Lookup::FOLLOW).unwrap(), "/a/b/file");
         assert_eq!(path(&r2, "..", Lookup::FOLLOW).unwrap(), "/");
         let (dir, name) = r2.resolve_parent(None, b"b/newfile").unwrap();
@@ -370,13 +346,7 @@ mod tests {
     #[test]
     fn long_names_are_refused() {
         let (root, mounts) = tree();
-        let r = Resolver {
-            root: &root,
-            cwd: &root,
-            mounts: &mounts,
-            creds: &Creds::new(0, 0, Vec::new()),
-            restrict: Restrict::empty(),
-        };
+        let r = resolver(&root, &root, &mounts, &ROOT);
         let long = "x".repeat(256);
         assert_eq!(path(&r, &long, Lookup::FOLLOW), Err(FsError::NameTooLong));
         let very_long = "a/".repeat(2100);
@@ -390,12 +360,12 @@ mod tests {
         let root = Dentry::root(Mount::new("test", "test", true, SynthDir::new(vec![(b"locked".to_vec(), locked)])));
         let mounts = MountTable::default();
         let nobody = Creds::new(65534, 65534, Vec::new());
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &nobody, restrict: Restrict::empty() };
+        let r = resolver(&root, &root, &mounts, &nobody);
         assert_eq!(path(&r, "/locked", Lookup::FOLLOW).unwrap(), "/locked", "only / is searched");
         assert_eq!(path(&r, "/locked/f", Lookup::FOLLOW), Err(FsError::PermissionDenied));
         assert_eq!(path(&r, "/locked/..", Lookup::FOLLOW), Err(FsError::PermissionDenied), "`..` too");
         let root_creds = Creds::new(0, 0, Vec::new());
-        let r = Resolver { root: &root, cwd: &root, mounts: &mounts, creds: &root_creds, restrict: Restrict::empty() };
+        let r = resolver(&root, &root, &mounts, &root_creds);
         assert_eq!(path(&r, "/locked/f", Lookup::FOLLOW).unwrap(), "/locked/f");
     }
 }

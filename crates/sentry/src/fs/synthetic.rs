@@ -82,6 +82,24 @@ pub fn push_dirent(buf: &mut [u8], used: &mut usize, ino: u64, next: u64, ty: Fi
     true
 }
 
+/// The `.` and `..` records a listing starts with (positions 0 and 1),
+/// from position `*pos`, advancing it; false if `buf` filled up first.
+pub fn push_dot_entries(buf: &mut [u8], used: &mut usize, pos: &mut u64, ino: u64, parent_ino: u64) -> bool {
+    if *pos == 0 {
+        if !push_dirent(buf, used, ino, 1, FileType::Directory, b".") {
+            return false;
+        }
+        *pos = 1;
+    }
+    if *pos == 1 {
+        if !push_dirent(buf, used, parent_ino, 2, FileType::Directory, b"..") {
+            return false;
+        }
+        *pos = 2;
+    }
+    true
+}
+
 /// The children of a synthetic directory.
 pub trait DirSource: Send + Sync {
     fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)>;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, Weak};
 use linux_raw_sys::general as g;
 use memory::{Frame, GuestSlice, GuestSliceMut, MemoryFile};
 
-use super::synthetic::push_dirent;
+use super::synthetic::{push_dirent, push_dot_entries};
 use super::{
     Context, Dentry, FileOps, FileType, FsError, Inode, MapName, Mappable, NewNode, OpenFile, OpenFlags, RenameFlags,
     SetAttr, Stat, StatFs, Timespec, makedev,
@@ -1127,17 +1127,8 @@ impl FileOps for TmpDirFile {
     fn getdents(&self, pos: &mut u64, buf: &mut [u8]) -> Result<usize, FsError> {
         let mut used = 0;
         let full = |used: usize| if used == 0 { Err(FsError::Invalid) } else { Ok(used) };
-        if *pos == 0 {
-            if !push_dirent(buf, &mut used, self.inode.ino, 1, FileType::Directory, b".") {
-                return full(used);
-            }
-            *pos = 1;
-        }
-        if *pos == 1 {
-            if !push_dirent(buf, &mut used, self.parent_ino, 2, FileType::Directory, b"..") {
-                return full(used);
-            }
-            *pos = 2;
+        if !push_dot_entries(buf, &mut used, pos, self.inode.ino, self.parent_ino) {
+            return full(used);
         }
         let dir = self.inode.dir()?.lock().unwrap();
         for (cookie, name) in dir.order.range(*pos..) {
