@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "work_dir.h"
@@ -351,7 +352,120 @@ static void long_names(void) {
     printf("names: 255 bytes fine, 256 ENAMETOOLONG, PATH_MAX ENAMETOOLONG, empty ENOENT\n");
 }
 
+/* The program text_busy runs: "--hold READY GONE" forks and exits; the
+ * child, sharing the address space's program, says it is ready on READY
+ * and waits for READY's reader to go. GONE, inherited, closes when the
+ * child exits. */
+static int hold_program(char **argv) {
+    int ready = atoi(argv[2]);
+    if (fork() != 0)
+        return 0;
+    char c = 'r';
+    if (write(ready, &c, 1) != 1)
+        return 1;
+    /* SIGPIPE or EPIPE once the reader closed. */
+    while (write(ready, &c, 1) == 1)
+        ;
+    return 0;
+}
+
+/* ETXTBSY: a program some address space runs (its forked children's
+ * included) cannot be opened for writing or truncated, under any of its
+ * names; a file open for writing cannot be run. A memfd's own descriptor
+ * does not count as a writer; a reopening of it does. */
+static void text_busy(void) {
+    char prog[1 << 16];
+    int self = open("/proc/self/exe", O_RDONLY);
+    int out = open("prog", O_WRONLY | O_CREAT | O_EXCL, 0755);
+    CHECK(self >= 0 && out >= 0);
+    for (ssize_t n; (n = read(self, prog, sizeof prog)) > 0;)
+        CHECK(write(out, prog, n) == n);
+    close(self);
+    close(out);
+    CHECK(link("prog", "prog-link") == 0);
+
+    int ready[2], gone[2];
+    CHECK(pipe(ready) == 0 && pipe(gone) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(ready[0]);
+        close(gone[0]);
+        char r[16], g[16];
+        snprintf(r, sizeof r, "%d", ready[1]);
+        snprintf(g, sizeof g, "%d", gone[1]);
+        /* The grandchild keeps `gone` open; the child closes it at once. */
+        fcntl(gone[1], F_SETFD, 0);
+        execl("./prog", "prog", "--hold", r, g, (char *)NULL);
+        _exit(127);
+    }
+    close(ready[1]);
+    close(gone[1]);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char c;
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'r');
+    /* The child that ran prog is gone; its fork still runs it. */
+    CHECK_ERR(open("prog", O_WRONLY), ETXTBSY);
+    CHECK_ERR(open("prog", O_RDWR), ETXTBSY);
+    CHECK_ERR(open("prog-link", O_WRONLY), ETXTBSY);
+    CHECK_ERR(open("prog", O_RDONLY | O_TRUNC), ETXTBSY);
+    CHECK_ERR(truncate("prog", 0), ETXTBSY);
+    int fd = open("prog", O_RDONLY);
+    CHECK(fd >= 0);
+    close(fd);
+    struct stat st;
+    CHECK(stat("prog", &st) == 0 && st.st_size > 0);
+    /* Renaming and unlinking a running program are allowed. */
+    CHECK(rename("prog-link", "prog-moved") == 0);
+    CHECK(unlink("prog-moved") == 0);
+    close(ready[0]);
+    CHECK(read(gone[0], &c, 1) == 0);
+    close(gone[0]);
+    fd = open("prog", O_WRONLY);
+    CHECK(fd >= 0);
+
+    /* Open for writing: not run, from a path or from the descriptor. */
+    pid = fork();
+    if (pid == 0) {
+        execl("./prog", "prog", (char *)NULL);
+        _exit(errno == ETXTBSY ? 0 : 1);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_ERR(syscall(SYS_execveat, fd, "", (char *[]){"prog", NULL}, (char *[]){NULL}, AT_EMPTY_PATH), ETXTBSY);
+    close(fd);
+
+    int memfd = memfd_create("prog", 0);
+    CHECK(memfd >= 0);
+    self = open("prog", O_RDONLY);
+    for (ssize_t n; (n = read(self, prog, sizeof prog)) > 0;)
+        CHECK(write(memfd, prog, n) == n);
+    close(self);
+    pid = fork();
+    if (pid == 0) {
+        char path[32];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", memfd);
+        int again = open(path, O_RDWR);
+        if (again < 0)
+            _exit(2);
+        syscall(SYS_execveat, memfd, "", (char *[]){"prog", NULL}, (char *[]){NULL}, AT_EMPTY_PATH);
+        if (errno != ETXTBSY)
+            _exit(3);
+        close(again);
+        /* The memfd's own descriptor is no writer: it runs ("prog" with no
+         * arguments prints its usage and exits 2). */
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        syscall(SYS_execveat, memfd, "", (char *[]){"prog", NULL}, (char *[]){NULL}, AT_EMPTY_PATH);
+        _exit(4);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    close(memfd);
+    printf("ETXTBSY: running programs (and their forks) refuse writers; open writers refuse exec\n");
+}
+
 int main(int argc, char **argv) {
+    if (argc > 3 && strcmp(argv[1], "--hold") == 0)
+        return hold_program(argv);
     enter_work_dir(argc, argv);
     creating();
     truncating();
@@ -362,5 +476,6 @@ int main(int argc, char **argv) {
     resolving();
     umasks();
     long_names();
+    text_busy();
     return done();
 }

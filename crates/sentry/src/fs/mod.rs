@@ -23,6 +23,7 @@ pub mod stdio;
 pub mod synthetic;
 pub mod sys;
 pub mod tmpfs;
+pub mod write_access;
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -906,6 +907,9 @@ pub struct OpenFile {
     owner: Mutex<(FileOwner, i32)>,
     /// The signal F_SETSIG chose (0: SIGIO).
     owner_signal: AtomicU32,
+    /// Held by a regular file opened for writing by name: no address space
+    /// may run it meanwhile.
+    write_access: std::sync::OnceLock<write_access::WriteAccess>,
 }
 
 impl OpenFile {
@@ -922,7 +926,13 @@ impl OpenFile {
             offset: Mutex::new(0),
             owner: Mutex::new((FileOwner::Thread, 0)),
             owner_signal: AtomicU32::new(0),
+            write_access: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Keeps the right to write the file for the life of the description.
+    pub fn hold_write_access(&self, access: write_access::WriteAccess) {
+        let _ = self.write_access.set(access);
     }
 
     /// The owner: its kind and id, 0 for none.

@@ -1294,7 +1294,7 @@ mod tests {
                 existing.remove(g);
             }
             d.create(&ctx, format!("late{round}").as_bytes(), node(g::S_IFREG | 0o644)).unwrap();
-            write_at(&walk(&root, &format!("d/low{round}")).expect(&format!("low{round}")), &dentry, b"y", 0);
+            write_at(&walk(&root, &format!("d/low{round}")).unwrap_or_else(|_| panic!("low{round}")), &dentry, b"y", 0);
             round += 1;
         }
         let unique: HashSet<&String> = seen.iter().collect();

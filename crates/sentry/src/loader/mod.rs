@@ -10,6 +10,7 @@ use std::sync::Arc;
 pub use elf::{ElfInfo, Role, parse_elf};
 pub use stack::{AuxEntry, StackImage, build_stack, check_arguments};
 
+use crate::fs::write_access::ExecDenial;
 use crate::fs::{Dentry, FileOps, FileType, FsError, Lookup, OpenFile, OpenFlags, Resolver};
 use crate::mm::MemoryManager;
 use crate::vdso::Vdso;
@@ -48,12 +49,18 @@ pub enum LoadError {
     NoMemory,
     #[error("reading the program: {0}")]
     Io(FsError),
+    /// The file is open for writing.
+    #[error("text file busy")]
+    TextBusy,
 }
 
 /// A program found and opened for execution.
 pub struct Executable {
     pub dentry: Arc<Dentry>,
     pub file: Arc<OpenFile>,
+    /// Nobody opens the file for writing while the program is loaded, nor,
+    /// once it is handed to the address space, while that runs it.
+    pub denial: Arc<ExecDenial>,
 }
 
 /// The program to run, as execve and execveat name it.
@@ -99,7 +106,9 @@ pub fn open_exec(resolver: &Resolver, file: &ExecFile) -> Result<Executable, Loa
         FsError::PermissionDenied => LoadError::NotExecutable,
         e => LoadError::Io(e),
     })?;
-    Ok(Executable { file: OpenFile::new(ops, Some(dentry.clone()), OpenFlags::empty()), dentry })
+    // As Linux's open_exec: a file open for writing is not run.
+    let denial = Arc::new(ExecDenial::get(dentry.key()).map_err(|_| LoadError::TextBusy)?);
+    Ok(Executable { file: OpenFile::new(ops, Some(dentry.clone()), OpenFlags::empty()), dentry, denial })
 }
 
 /// Reads up to `len` bytes at `offset` of an open file.

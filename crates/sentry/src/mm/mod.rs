@@ -235,6 +235,9 @@ pub struct MemoryManager {
     mf: Arc<MemoryFile>,
     space: Arc<dyn AddressSpace>,
     state: Mutex<State>,
+    /// What the address space holds of the file it runs for as long as it
+    /// lives (Linux's mm->exe_file): the exec layer's denial of writes.
+    exe_hold: Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// What x86 page tables grant for a VMA access: write and execute imply
@@ -268,7 +271,13 @@ impl MemoryManager {
                 released: Vec::new(),
                 charged: 0,
             }),
+            exe_hold: Mutex::new(None),
         }
+    }
+
+    /// Keeps `hold` for the life of the address space and of its forks.
+    pub fn hold_exe(&self, hold: Arc<dyn std::any::Any + Send + Sync>) {
+        *self.exe_hold.lock().unwrap() = Some(hold);
     }
 
     /// Charges the records of the address space as they will be with
@@ -978,6 +987,7 @@ impl MemoryManager {
     pub fn fork(&self, space: Arc<dyn AddressSpace>) -> Result<MemoryManager, MmError> {
         let mut st = self.lock();
         let child = MemoryManager::new(self.mf.clone(), space, st.stack_limit);
+        *child.exe_hold.lock().unwrap() = self.exe_hold.lock().unwrap().clone();
         let mut cs = child.lock();
         let (pages, vmas) = (st.pages.len(), st.vmas.len());
         child.charge_records(&mut cs, pages, vmas)?;

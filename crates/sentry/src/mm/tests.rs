@@ -111,7 +111,7 @@ fn the_map_count_is_capped() {
     let (mf, _, mm) = setup();
     let base = 0x100_0000;
     // Alternating access, so no two neighbours merge.
-    let access = |i: u64| if i % 2 == 0 { R } else { RW };
+    let access = |i: u64| if i.is_multiple_of(2) { R } else { RW };
     for i in 0..=MAX_MAP_COUNT as u64 {
         anon(&mm, base + i * 4096, 4096, access(i));
     }

@@ -68,6 +68,7 @@ impl From<LoadError> for Errno {
             LoadError::TooBig => Errno::E2BIG,
             LoadError::NoMemory => Errno::ENOMEM,
             LoadError::Io(f) => f.into(),
+            LoadError::TextBusy => Errno::ETXTBSY,
         }
     }
 }

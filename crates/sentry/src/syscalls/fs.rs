@@ -12,6 +12,7 @@ use crate::fs::inotify;
 use crate::fs::lock::{self, LockKind, LockOwner, RecordLock};
 use crate::fs::namei;
 use crate::fs::path::Restrict;
+use crate::fs::write_access::WriteAccess;
 use crate::fs::{
     Dentry, FileOwner, FileType, FsError, Lookup, MAY_EXEC, MAY_READ, MAY_WRITE, OpenFile, OpenFlags, Stat,
 };
@@ -167,6 +168,11 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         }
         crate::fs::permission(&dentry, &task.tg.creds(), want)?;
     }
+    // A file some address space runs is not opened for writing, nor
+    // truncated (Linux's get_write_access in do_dentry_open and
+    // handle_truncate).
+    let regular = d_is(&dentry, FileType::Regular) && !flags.contains(OpenFlags::PATH);
+    let write_access = if regular && flags.writable() { Some(WriteAccess::get(dentry.key())?) } else { None };
     let ctx = task.ctx();
     let ops = if flags.contains(OpenFlags::PATH) {
         Arc::new(crate::fs::PathFile { inode: dentry.inode.clone() })
@@ -174,16 +180,16 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
         dentry.inode.open(&ctx, &dentry, flags)?
     };
     let f = OpenFile::new(ops, Some(dentry.clone()), flags);
+    if let Some(access) = write_access {
+        f.hold_write_access(access);
+    }
     if !flags.contains(OpenFlags::PATH) {
         inotify::notify_file(&dentry, inotify::IN_OPEN);
     }
     // Truncated once open, as Linux's do_open: watchers see the open
     // first, and a failed truncate closes the file again.
-    if flags.contains(OpenFlags::TRUNC)
-        && !created
-        && !flags.contains(OpenFlags::PATH)
-        && d_is(&dentry, FileType::Regular)
-    {
+    if flags.contains(OpenFlags::TRUNC) && !created && regular {
+        let _truncating = WriteAccess::get(dentry.key())?;
         namei::change_attr(&ctx, &dentry, &namei::AttrChange { size: Some(0), ..Default::default() })?;
     }
     Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
@@ -211,8 +217,10 @@ fn open_tmpfile(
     let name = format!("#{}", inode.ino()?).into_bytes();
     let dentry = dir.child(&name, inode, dir.mount.clone());
     dentry.set_deleted();
+    let access = WriteAccess::get(dentry.key())?;
     let ops = dentry.inode.open(&ctx, &dentry, flags)?;
     let f = OpenFile::new(ops, Some(dentry), flags);
+    f.hold_write_access(access);
     Ok(task.files.install(f, flags.contains(OpenFlags::CLOEXEC), 0)? as u64)
 }
 

@@ -298,6 +298,7 @@ pub fn truncate(task: &mut Task, a: &[u64; 6]) -> SysResult {
     }
     namei::want_write(&d)?;
     crate::fs::permission(&d, &task.tg.creds(), crate::fs::MAY_WRITE)?;
+    let _truncating = crate::fs::write_access::WriteAccess::get(d.key())?;
     change(task, &d, &AttrChange { size: Some(size), ..Default::default() })
 }
 

@@ -106,6 +106,7 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
         return Ok(());
     };
     let Program { exe, argv, .. } = program;
+    task.mm.hold_exe(exe.denial.clone());
     task.regs = Registers::for_entry(loaded.entry, loaded.stack_pointer);
     task.ctx.set_fp_state(&FpState::default()).map_err(|_| LoadError::NoMemory)?;
     task.files.close_on_exec();

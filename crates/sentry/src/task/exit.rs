@@ -116,7 +116,13 @@ pub fn exit_thread(mut task: Task) {
         }
     }
     tg.thread_events.notify_all();
-    // Release the vCPU and the process's resources with the last reference.
+    // Release the vCPU and the process's resources with the last reference:
+    // the address space before the descriptors (the task's fields drop in
+    // that order), as Linux's exit_mm comes before exit_files, so whoever
+    // sees a pipe close also sees the program file free to write.
+    if last {
+        *tg.view.lock().unwrap() = None;
+    }
     drop(task);
     if last {
         exit_process(&kernel, &tg);
