@@ -79,6 +79,10 @@ struct RunArgs {
     /// Host name the sandbox reports (uname).
     #[arg(long, value_name = "NAME", default_value = "cordon", value_parser = parse_hostname)]
     hostname: String,
+    /// The network the sandbox's programs see: `none`, a network of its
+    /// own with loopback only, or `host`, the host's.
+    #[arg(long, value_name = "MODE", default_value = "none", value_parser = parse_network)]
+    network: sentry::net::NetworkMode,
     /// Memory the sandbox may use, e.g. 4G or 512M (default: the host's RAM).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory: Option<u64>,
@@ -104,6 +108,14 @@ struct RunArgs {
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
     command: Vec<OsString>,
+}
+
+fn parse_network(s: &str) -> Result<sentry::net::NetworkMode, String> {
+    match s {
+        "none" => Ok(sentry::net::NetworkMode::None),
+        "host" => Ok(sentry::net::NetworkMode::Host),
+        _ => Err("the network is none or host".into()),
+    }
 }
 
 fn parse_hostname(s: &str) -> Result<String, String> {
@@ -267,6 +279,7 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         },
         strace: args.strace,
         hostname: args.hostname,
+        network: args.network,
         memory: args.memory.unwrap_or_else(host_memory),
         cpus: args.cpus,
         pids_limit: args.pids_limit,

@@ -110,6 +110,10 @@ pub mod cap {
     pub const SETUID: u32 = 7;
     pub const SETPCAP: u32 = 8;
     pub const LINUX_IMMUTABLE: u32 = 9;
+    pub const NET_BIND_SERVICE: u32 = 10;
+    pub const NET_BROADCAST: u32 = 11;
+    pub const NET_ADMIN: u32 = 12;
+    pub const NET_RAW: u32 = 13;
     pub const SYS_CHROOT: u32 = 18;
     pub const SYS_ADMIN: u32 = 21;
     pub const SYS_NICE: u32 = 23;

@@ -57,6 +57,8 @@ pub struct KernelConfig {
     ///
     /// [`TEST_PANIC_SYSCALL`]: crate::syscalls::TEST_PANIC_SYSCALL
     pub test_panic_syscall: bool,
+    /// `--network`.
+    pub network: crate::net::NetworkMode,
 }
 
 /// Everything tasks share.
@@ -81,6 +83,8 @@ pub struct Kernel {
     pub timers: Arc<Timers>,
     /// The clocks applications read, through the vDSO or by syscall.
     pub clock: Arc<Clock>,
+    /// The sandbox's sockets and network.
+    pub net: Arc<crate::net::Network>,
     next_tid: AtomicI32,
     reported: Mutex<HashSet<u64>>,
     host_threads: Mutex<Vec<JoinHandle<()>>>,
@@ -116,6 +120,7 @@ impl Kernel {
                 crate::fs::tmpfs::Tmpfs::new_root(mf.clone(), 0o1777, 0, 0, None),
             )),
             hostname: Mutex::new(config.hostname.as_bytes().to_vec()),
+            net: crate::net::Network::new(config.network),
             config,
             facts,
             started: Instant::now(),

@@ -14,6 +14,7 @@ pub mod internal_error;
 pub mod kernel;
 pub mod loader;
 pub mod mm;
+pub mod net;
 pub mod profile;
 pub mod sandbox;
 pub mod signal;

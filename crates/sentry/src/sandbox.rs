@@ -83,6 +83,8 @@ pub struct SandboxConfig {
     pub strace: bool,
     /// Host name the sandbox reports.
     pub hostname: String,
+    /// `--network`: loopback only, or the host's network.
+    pub network: crate::net::NetworkMode,
     /// Bytes of memory the sandbox may use.
     pub memory: u64,
     /// vCPUs application code runs on at once (None: the platform's
@@ -236,6 +238,7 @@ impl Sandbox {
                 cpu_limit: config.cpus,
                 boot_id: crate::task::random_bytes(),
                 test_panic_syscall: config.test_panic_syscall,
+                network: config.network,
             },
             facts,
             clock,

@@ -13,7 +13,7 @@ use crate::mm::Pinned;
 use crate::task::Task;
 
 /// Largest transfer of one call (Linux's MAX_RW_COUNT).
-const MAX_RW: usize = 0x7fff_f000;
+pub(super) const MAX_RW: usize = 0x7fff_f000;
 /// Most iovecs accepted (UIO_MAXIOV).
 const MAX_IOV: u64 = 1024;
 
@@ -132,13 +132,13 @@ fn write_from(task: &mut Task, f: &OpenFile, bufs: &[Pinned], pos: Option<u64>) 
 /// transfer moves in steps of this size, so what the sentry holds for one
 /// call (the list of pinned frames) is bounded whatever length the
 /// application passes.
-const TRANSFER_STEP: usize = 16 << 20;
+pub(super) const TRANSFER_STEP: usize = 16 << 20;
 
 /// One buffer of a transfer: address and length.
-type Segment = (u64, usize);
+pub(super) type Segment = (u64, usize);
 
 /// Reads an iovec array; the lengths are clamped to MAX_RW in total.
-fn read_iov(task: &Task, iov: u64, count: u64) -> Result<Vec<Segment>, SysError> {
+pub(super) fn read_iov(task: &Task, iov: u64, count: u64) -> Result<Vec<Segment>, SysError> {
     if count > MAX_IOV {
         return Err(Errno::EINVAL.into());
     }
@@ -163,7 +163,7 @@ fn read_iov(task: &Task, iov: u64, count: u64) -> Result<Vec<Segment>, SysError>
 /// pins, their length, and whether that is all the step asked for (false
 /// if an inaccessible byte cut it short). Fails only if not even the first
 /// byte is accessible.
-fn pin_step(
+pub(super) fn pin_step(
     task: &Task,
     segs: &[Segment],
     mut skip: usize,

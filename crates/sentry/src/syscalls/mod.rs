@@ -51,6 +51,34 @@ pub const TEST_FORBIDDEN_HOST_CALL: u64 = 0x0bad_ca11;
 /// A system call implementation.
 pub type Handler = fn(&mut Task, &[u64; 6]) -> SysResult;
 
+/// The raw arguments of a call, read as the C types the call declares
+/// (the kernel's SYSCALL_DEFINE conversions: an `int` is the low 32 bits).
+pub trait Args {
+    /// An `int` (descriptors too).
+    fn int(&self, i: usize) -> i32;
+    /// An `unsigned int` (flags, lengths declared as int-sized).
+    fn uint(&self, i: usize) -> u32;
+    /// A `size_t`.
+    fn size(&self, i: usize) -> usize;
+    /// A pointer into application memory.
+    fn ptr(&self, i: usize) -> u64;
+}
+
+impl Args for [u64; 6] {
+    fn int(&self, i: usize) -> i32 {
+        self[i] as i32
+    }
+    fn uint(&self, i: usize) -> u32 {
+        self[i] as u32
+    }
+    fn size(&self, i: usize) -> usize {
+        self[i] as usize
+    }
+    fn ptr(&self, i: usize) -> u64 {
+        self[i]
+    }
+}
+
 /// Runs the system call in the task's registers and stores its result.
 pub fn dispatch(task: &mut Task) {
     let nr = task.regs.syscall_number();

@@ -1,0 +1,348 @@
+//! Sockets: the one seam every address family stands behind.
+//!
+//! A socket is a file ([`SocketFile`], the only `FileOps` of every family)
+//! holding a [`Socket`], the family's own object. The syscall layer reads
+//! the application's arguments (addresses as bytes, message headers,
+//! control messages) and calls the socket; a family parses and checks the
+//! addresses it takes and answers with Linux's errno. Families:
+//! - [`unix`]: `AF_UNIX` stream, datagram and seqpacket sockets, named in
+//!   the sandbox's file system or its abstract namespace.
+//! - [`inet`]: `AF_INET`/`AF_INET6` TCP and UDP, on the sandbox's loopback
+//!   or, with `--network=host`, on host sockets the sentry owns.
+//! - [`netlink`]: `AF_NETLINK` `NETLINK_ROUTE`, describing the sandbox's
+//!   interfaces.
+//!
+//! net sits beside fs and task: it uses fs's files and contexts, and never
+//! reaches for a task; what a call needs of its caller comes in a
+//! [`NetCall`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use linux_raw_sys::general as g;
+use linux_raw_sys::net as n;
+use memory::{GuestSlice, GuestSliceMut};
+
+use crate::errno::Errno;
+use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, Stat};
+use crate::mm::MemoryManager;
+use crate::waiter::WaitQueue;
+
+pub mod options;
+
+/// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
+pub const SOCKADDR_MAX: usize = 128;
+
+/// A process's identity as `SCM_CREDENTIALS` and `SO_PEERCRED` carry it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ucred {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// What the caller's process offers a socket call beyond its context:
+/// the names of its file system, for sockets bound to paths.
+pub trait SocketNames {
+    /// Creates a socket node at `path` (mode 0777 under the umask, as
+    /// Linux's unix_bind) and returns its dentry; EADDRINUSE if the name
+    /// exists.
+    fn make_socket_node(&self, path: &[u8]) -> Result<Arc<Dentry>, Errno>;
+    /// Finds the socket node at `path` for a connect or send, checking the
+    /// caller may write it; ECONNREFUSED if it is no socket.
+    fn find_socket_node(&self, path: &[u8]) -> Result<Arc<Dentry>, Errno>;
+}
+
+/// One socket call's caller.
+pub struct NetCall<'a> {
+    pub ctx: &'a Context<'a>,
+    /// The caller's process id (the sandbox's) and real ids.
+    pub ucred: Ucred,
+    pub names: &'a dyn SocketNames,
+    /// The file the call came through (its O_NONBLOCK, its identity).
+    pub file: Option<&'a OpenFile>,
+}
+
+impl NetCall<'_> {
+    /// True if the description is non-blocking.
+    pub fn nonblocking(&self) -> bool {
+        self.file.is_some_and(|f| f.flags().contains(OpenFlags::NONBLOCK))
+    }
+}
+
+/// Ancillary data of one message, in either direction.
+#[derive(Default)]
+pub struct Control {
+    /// `SCM_RIGHTS`: open files, in order.
+    pub rights: Vec<Arc<OpenFile>>,
+    /// `SCM_CREDENTIALS`.
+    pub creds: Option<Ucred>,
+}
+
+/// A message to send.
+pub struct SendMsg<'a> {
+    /// The data, gathered from application memory.
+    pub data: &'a [GuestSlice<'a>],
+    /// The destination, as the application gave it (sendto, msg_name).
+    pub to: Option<&'a [u8]>,
+    pub control: Control,
+    /// MSG_* flags of the call.
+    pub flags: u32,
+}
+
+impl SendMsg<'_> {
+    pub fn len(&self) -> usize {
+        self.data.iter().map(|s| s.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Where a received message goes.
+pub struct RecvMsg<'a> {
+    /// The buffers, scattered in application memory.
+    pub bufs: &'a [GuestSliceMut<'a>],
+    /// MSG_* flags of the call.
+    pub flags: u32,
+    /// True if the caller gave room for control messages.
+    pub want_control: bool,
+}
+
+impl RecvMsg<'_> {
+    pub fn len(&self) -> usize {
+        self.bufs.iter().map(|s| s.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a receive got.
+#[derive(Default)]
+pub struct Received {
+    /// What the call returns: bytes copied, or with MSG_TRUNC on a
+    /// datagram socket the datagram's whole length.
+    pub ret: usize,
+    /// The sender's address, if the family reports one.
+    pub from: Option<Vec<u8>>,
+    pub control: Control,
+    /// msg_flags: MSG_TRUNC, MSG_EOR, MSG_CTRUNC (the syscall layer adds
+    /// that one when control messages do not fit).
+    pub flags: u32,
+}
+
+/// A socket of one family: the operations of Linux's `struct proto_ops`.
+/// Every error is the errno Linux gives for the case.
+pub trait Socket: AsAny {
+    /// AF_* of the socket.
+    fn family(&self) -> u32;
+    /// SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET or SOCK_RAW.
+    fn kind(&self) -> u32;
+    fn protocol(&self) -> u32;
+
+    fn bind(&self, call: &NetCall, addr: &[u8]) -> Result<(), Errno>;
+    fn listen(&self, call: &NetCall, backlog: i32) -> Result<(), Errno> {
+        let _ = (call, backlog);
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Takes a connection; the new socket and its peer's address.
+    fn accept(&self, call: &NetCall) -> Result<(Arc<dyn Socket>, Vec<u8>), Errno> {
+        let _ = call;
+        Err(Errno::EOPNOTSUPP)
+    }
+    fn connect(&self, call: &NetCall, addr: &[u8]) -> Result<(), Errno>;
+    /// SHUT_RD, SHUT_WR or SHUT_RDWR (already checked).
+    fn shutdown(&self, call: &NetCall, how: u32) -> Result<(), Errno>;
+    /// getsockname.
+    fn local_addr(&self) -> Result<Vec<u8>, Errno>;
+    /// getpeername: ENOTCONN if there is no peer.
+    fn peer_addr(&self) -> Result<Vec<u8>, Errno>;
+    /// The option's value; `len` is the room the caller gave (the syscall
+    /// layer copies at most that).
+    fn getsockopt(&self, call: &NetCall, level: u32, name: u32, len: usize) -> Result<Vec<u8>, Errno>;
+    fn setsockopt(&self, call: &NetCall, level: u32, name: u32, value: &[u8]) -> Result<(), Errno>;
+    /// Sends a message; a short count only where Linux gives one.
+    fn send(&self, call: &NetCall, msg: SendMsg) -> Result<usize, Errno>;
+    fn recv(&self, call: &NetCall, msg: RecvMsg) -> Result<Received, Errno>;
+    /// Readiness as poll reports it (POLLIN, POLLOUT, POLLHUP, POLLRDHUP,
+    /// POLLERR...).
+    fn poll(&self) -> u32;
+    /// Woken whenever `poll` may have changed.
+    fn poll_queue(&self) -> &WaitQueue;
+    /// Socket ioctls beyond those of every socket (FIONBIO, FIOASYNC,
+    /// SIOCGIF* are answered by the syscall layer).
+    fn ioctl(&self, call: &NetCall, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, Errno> {
+        let _ = (call, mm, cmd, arg);
+        Err(Errno::ENOTTY)
+    }
+    /// Bytes ready to read (FIONREAD/SIOCINQ), if the family counts them.
+    fn readable_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// The line for /proc/PID/fd and /proc/net: the family's own inode
+    /// number is the file's.
+    fn describe(&self) -> String {
+        String::new()
+    }
+}
+
+impl dyn Socket {
+    /// The socket as its family's type.
+    pub fn downcast_ref<T: Socket>(&self) -> Option<&T> {
+        self.as_any().downcast_ref::<T>()
+    }
+}
+
+/// The device number of socket files (Linux's sockfs is anonymous too).
+const SOCKFS_DEV: u64 = 0x08;
+
+/// Socket inode numbers, as sockfs hands them out.
+static NEXT_INO: AtomicU64 = AtomicU64::new(10_000);
+
+/// A socket as a file.
+pub struct SocketFile {
+    pub socket: Arc<dyn Socket>,
+    ino: u64,
+    /// The owner, as fstat reports it: who made the socket.
+    owner: (u32, u32),
+}
+
+impl SocketFile {
+    pub fn new(socket: Arc<dyn Socket>, owner: (u32, u32)) -> Arc<SocketFile> {
+        Arc::new(SocketFile { socket, ino: NEXT_INO.fetch_add(1, Ordering::Relaxed), owner })
+    }
+
+    /// The inode number, as /proc/PID/fd shows it (`socket:[N]`).
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+}
+
+/// A context-free call for the file operations (read and write on a socket
+/// are recv and send without flags or addresses).
+struct NoNames;
+
+impl SocketNames for NoNames {
+    fn make_socket_node(&self, _: &[u8]) -> Result<Arc<Dentry>, Errno> {
+        Err(Errno::EINVAL)
+    }
+    fn find_socket_node(&self, _: &[u8]) -> Result<Arc<Dentry>, Errno> {
+        Err(Errno::EINVAL)
+    }
+}
+
+/// A socket's error as the file operations return it: EPIPE as a broken
+/// pipe, so write(2) raises SIGPIPE.
+fn errno_to_fs(e: Errno) -> FsError {
+    match e {
+        Errno::EPIPE => FsError::BrokenPipe,
+        e => FsError::from_errno(e),
+    }
+}
+
+impl FileOps for SocketFile {
+    fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
+        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        let r = self.socket.recv(&call, RecvMsg { bufs, flags: 0, want_control: false }).map_err(errno_to_fs)?;
+        Ok(r.ret)
+    }
+    fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
+        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        self.socket
+            .send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 })
+            .map_err(errno_to_fs)
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(Stat {
+            dev: SOCKFS_DEV,
+            ino: self.ino,
+            mode: g::S_IFSOCK | 0o777,
+            nlink: 1,
+            uid: self.owner.0,
+            gid: self.owner.1,
+            blksize: 4096,
+            ..Default::default()
+        })
+    }
+    fn poll(&self) -> u32 {
+        self.socket.poll()
+    }
+    fn poll_queue(&self) -> Option<&WaitQueue> {
+        Some(self.socket.poll_queue())
+    }
+    fn readable_bytes(&self) -> Option<u64> {
+        self.socket.readable_bytes()
+    }
+    fn ioctl(&self, ctx: &Context, file: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
+        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        self.socket.ioctl(&call, mm, cmd, arg).map_err(errno_to_fs)
+    }
+}
+
+/// Socket types and the flags socket(2) and socketpair(2) accept with them.
+pub const SOCK_TYPE_MASK: u32 = 0xf;
+
+/// Two connected sockets (socketpair).
+pub type SocketPair = (Arc<dyn Socket>, Arc<dyn Socket>);
+
+/// The sandbox's network: what every socket of one family shares.
+pub struct Network {
+    /// How inet sockets reach out (`--network`).
+    pub mode: NetworkMode,
+}
+
+/// `--network`, as runsc and docker name the modes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NetworkMode {
+    /// A sandbox stack with loopback only.
+    #[default]
+    None,
+    /// inet sockets are host sockets the sentry owns.
+    Host,
+}
+
+impl Network {
+    pub fn new(mode: NetworkMode) -> Arc<Network> {
+        Arc::new(Network { mode })
+    }
+
+    /// socket(2): a new socket of `family`, `kind` (SOCK_* without flags)
+    /// and `protocol`.
+    pub fn create(
+        self: &Arc<Self>,
+        call: &NetCall,
+        family: u32,
+        kind: u32,
+        protocol: u32,
+    ) -> Result<Arc<dyn Socket>, Errno> {
+        let _ = (call, kind, protocol);
+        match family {
+            n::AF_UNIX | n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EAFNOSUPPORT),
+            // A container without CAP_NET_RAW gets EPERM for packet sockets.
+            n::AF_PACKET => Err(Errno::EPERM),
+            f if f >= n::AF_MAX => Err(Errno::EAFNOSUPPORT),
+            _ => Err(Errno::EAFNOSUPPORT),
+        }
+    }
+
+    /// socketpair(2): two connected sockets.
+    pub fn create_pair(
+        self: &Arc<Self>,
+        call: &NetCall,
+        family: u32,
+        kind: u32,
+        protocol: u32,
+    ) -> Result<SocketPair, Errno> {
+        let _ = (call, kind, protocol);
+        match family {
+            n::AF_UNIX => Err(Errno::EAFNOSUPPORT),
+            // Linux: socketpair on other families is EOPNOTSUPP once the
+            // socket exists.
+            n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EOPNOTSUPP),
+            _ => Err(Errno::EAFNOSUPPORT),
+        }
+    }
+}
