@@ -28,6 +28,8 @@ use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, S
 use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
+pub mod interfaces;
+pub mod netlink;
 pub mod options;
 
 /// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
@@ -278,7 +280,14 @@ impl FileOps for SocketFile {
     }
     fn ioctl(&self, ctx: &Context, file: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        self.socket.ioctl(&call, mm, cmd, arg).map_err(errno_to_fs)
+        match self.socket.ioctl(&call, mm, cmd, arg) {
+            // As Linux's sock_do_ioctl: what the family does not answer,
+            // the interface ioctls of every socket may.
+            Err(Errno::ENOTTY) => {
+                interfaces::device_ioctl(&call, mm, cmd, arg).unwrap_or(Err(Errno::ENOTTY)).map_err(errno_to_fs)
+            }
+            r => r.map_err(errno_to_fs),
+        }
     }
 }
 
@@ -292,7 +301,17 @@ pub type SocketPair = (Arc<dyn Socket>, Arc<dyn Socket>);
 pub struct Network {
     /// How inet sockets reach out (`--network`).
     pub mode: NetworkMode,
+    /// The bound netlink sockets, by port.
+    pub netlink_ports: netlink::Ports,
+    /// The families' tables of /proc/net (`tcp`, `udp`, `unix`...).
+    proc_net: std::sync::RwLock<Vec<(&'static str, ProcNetTable)>>,
 }
+
+/// Writes one /proc/net file of a family's sockets.
+pub type ProcNetTable = Box<dyn Fn() -> String + Send + Sync>;
+
+/// The /proc/net files made from the sandbox's interfaces.
+const INTERFACE_FILES: &[&str] = &["dev", "if_inet6", "netstat", "route", "snmp"];
 
 /// `--network`, as runsc and docker name the modes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -306,7 +325,36 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode })
+        Arc::new(Network { mode, netlink_ports: netlink::Ports::default(), proc_net: Default::default() })
+    }
+
+    /// Adds /proc/net/`name`, written by `table` whenever it is read: how a
+    /// family lists its sockets there (`tcp`, `tcp6`, `udp`, `unix`...).
+    pub fn register_proc_net(&self, name: &'static str, table: ProcNetTable) {
+        let mut v = self.proc_net.write().unwrap();
+        v.retain(|(n, _)| *n != name);
+        v.push((name, table));
+    }
+
+    /// The names below /proc/net.
+    pub fn proc_net_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = INTERFACE_FILES.iter().map(|s| s.to_string()).collect();
+        v.extend(self.proc_net.read().unwrap().iter().map(|(n, _)| n.to_string()));
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The contents of /proc/net/`name`, None if there is no such file.
+    pub fn proc_net_file(&self, name: &str) -> Option<String> {
+        match name {
+            "dev" => Some(interfaces::proc_net_dev()),
+            "if_inet6" => Some(interfaces::proc_net_if_inet6()),
+            "route" => Some(interfaces::proc_net_route()),
+            "snmp" => Some(interfaces::proc_net_snmp()),
+            "netstat" => Some(interfaces::proc_net_netstat()),
+            _ => self.proc_net.read().unwrap().iter().find(|(n, _)| *n == name).map(|(_, t)| t()),
+        }
     }
 
     /// socket(2): a new socket of `family`, `kind` (SOCK_* without flags)
@@ -318,12 +366,16 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<Arc<dyn Socket>, Errno> {
-        let _ = (call, kind, protocol);
+        let _ = call;
         match family {
-            n::AF_UNIX | n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EAFNOSUPPORT),
-            // A container without CAP_NET_RAW gets EPERM for packet sockets.
+            // Raw IP sockets and packet sockets are refused as runsc refuses
+            // them by default: the sandbox holds no CAP_NET_RAW for them.
+            n::AF_INET | n::AF_INET6 if kind == n::SOCK_RAW => Err(Errno::EPERM),
+            n::AF_UNIX | n::AF_INET | n::AF_INET6 => Err(Errno::EAFNOSUPPORT),
+            n::AF_NETLINK => netlink::create(self, kind, protocol),
             n::AF_PACKET => Err(Errno::EPERM),
-            f if f >= n::AF_MAX => Err(Errno::EAFNOSUPPORT),
+            // The families Linux has but the sandbox does not (Bluetooth,
+            // AF_ALG, vsock, CAN, TIPC...).
             _ => Err(Errno::EAFNOSUPPORT),
         }
     }
@@ -336,12 +388,13 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<SocketPair, Errno> {
-        let _ = (call, kind, protocol);
+        let _ = call;
         match family {
             n::AF_UNIX => Err(Errno::EAFNOSUPPORT),
             // Linux: socketpair on other families is EOPNOTSUPP once the
             // socket exists.
-            n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EOPNOTSUPP),
+            n::AF_INET | n::AF_INET6 => Err(Errno::EOPNOTSUPP),
+            n::AF_NETLINK => netlink::create(self, kind, protocol).and(Err(Errno::EOPNOTSUPP)),
             _ => Err(Errno::EAFNOSUPPORT),
         }
     }
