@@ -99,3 +99,58 @@ local ::1 dev lo table local proto kernel metric 0 pref medium
     );
     ip_prints(&["neigh"], "");
 }
+
+/// Runs `sh -c script` in the sandbox; it must succeed and print `expected`.
+fn shell_prints(script: &str, expected: &str) {
+    let out = sandbox(&["-w", "/"], "/bin/sh", &["-c", script], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{script}: failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{script}");
+}
+
+/// /proc/net as Linux shows a namespace with only `lo`, and the tables of
+/// sockets (none yet) with their headers.
+#[test]
+fn proc_net() {
+    require_kvm!();
+    shell_prints("readlink /proc/net; ls /proc/self/net | grep -c .", "self/net\n12\n");
+    shell_prints(
+        "cat /proc/net/dev /proc/net/if_inet6 /proc/net/route /proc/net/snmp",
+        "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+00000000000000000000000000000001 01 80 10 80       lo
+Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT                                                       
+Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUnknownProtos InDiscards InDelivers OutRequests OutDiscards OutNoRoutes ReasmTimeout ReasmReqds ReasmOKs ReasmFails FragOKs FragFails FragCreates OutTransmits
+Ip: 2 64 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+Icmp: InMsgs InErrors InCsumErrors InDestUnreachs InTimeExcds InParmProbs InSrcQuenchs InRedirects InEchos InEchoReps InTimestamps InTimestampReps InAddrMasks InAddrMaskReps OutMsgs OutErrors OutRateLimitGlobal OutRateLimitHost OutDestUnreachs OutTimeExcds OutParmProbs OutSrcQuenchs OutRedirects OutEchos OutEchoReps OutTimestamps OutTimestampReps OutAddrMasks OutAddrMaskReps
+Icmp: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors
+Tcp: 1 200 120000 -1 0 0 0 0 0 0 0 0 0 0 0
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 0 0 0 0 0 0 0 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 0 0 0 0 0 0 0 0 0
+",
+    );
+    shell_prints(
+        "head -c 14 /proc/net/tcp; echo; cat /proc/net/unix",
+        "  sl  local_ad\nNum       RefCount Protocol Flags    Type St Inode Path\n",
+    );
+}
+
+/// /sys/class/net/lo: a link to the device's directory, with its
+/// attributes as sysfs writes them.
+#[test]
+fn sys_class_net() {
+    require_kvm!();
+    shell_prints(
+        "readlink /sys/class/net/lo; cd /sys/class/net/lo && cat ifindex iflink mtu flags address broadcast operstate type",
+        "../../devices/virtual/net/lo\n1\n1\n65536\n0x9\n00:00:00:00:00:00\n00:00:00:00:00:00\nunknown\n772\n",
+    );
+}

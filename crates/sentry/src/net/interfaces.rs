@@ -619,7 +619,8 @@ pub fn sys_class_net(name: &str, attr: &str) -> Option<String> {
         "ifindex" => format!("{}\n", i.index),
         "iflink" => format!("{}\n", i.index),
         "mtu" => format!("{}\n", i.mtu),
-        "flags" => format!("{:#x}\n", i.flags & 0xffff),
+        // dev->flags: RUNNING and LOWER_UP are the operational state's.
+        "flags" => format!("{:#x}\n", i.flags & !(IFF_RUNNING | IFF_LOWER_UP) & 0xffff),
         "address" => format!("{}\n", mac(&i.hw_addr)),
         "broadcast" => format!("{}\n", mac(&i.hw_broadcast)),
         "type" => format!("{}\n", i.hw_type),
@@ -627,23 +628,34 @@ pub fn sys_class_net(name: &str, attr: &str) -> Option<String> {
         "operstate" => "unknown\n".to_string(),
         "carrier" => "1\n".to_string(),
         "addr_len" => "6\n".to_string(),
+        "carrier_changes" | "dev_port" | "dormant" | "link_mode" | "netdev_group" | "proto_down" => "0\n".to_string(),
+        "dev_id" => "0x0\n".to_string(),
+        "uevent" => format!("INTERFACE={}\nIFINDEX={}\n", i.name, i.index),
         _ => return None,
     })
 }
 
 /// The attributes /sys/class/net/NAME holds.
 pub const SYS_CLASS_NET_ATTRS: &[&str] = &[
-    "address",
     "addr_len",
+    "address",
     "broadcast",
     "carrier",
+    "carrier_changes",
+    "dev_id",
+    "dev_port",
+    "dormant",
     "flags",
     "ifindex",
     "iflink",
+    "link_mode",
     "mtu",
+    "netdev_group",
     "operstate",
+    "proto_down",
     "tx_queue_len",
     "type",
+    "uevent",
 ];
 
 #[cfg(test)]

@@ -313,6 +313,36 @@ pub type ProcNetTable = Box<dyn Fn() -> String + Send + Sync>;
 /// The /proc/net files made from the sandbox's interfaces.
 const INTERFACE_FILES: &[&str] = &["dev", "if_inet6", "netstat", "route", "snmp"];
 
+/// The socket tables of /proc/net while no family has registered its own:
+/// their headers, as Linux writes them for a namespace without sockets.
+const EMPTY_TABLES: &[(&str, &str)] = &[
+    (
+        "raw",
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
+    ),
+    (
+        "raw6",
+        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
+    ),
+    (
+        "tcp",
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode                                                     \n",
+    ),
+    (
+        "tcp6",
+        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n",
+    ),
+    (
+        "udp",
+        "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops            \n",
+    ),
+    (
+        "udp6",
+        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
+    ),
+    ("unix", "Num       RefCount Protocol Flags    Type St Inode Path\n"),
+];
+
 /// `--network`, as runsc and docker name the modes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NetworkMode {
@@ -338,7 +368,8 @@ impl Network {
 
     /// The names below /proc/net.
     pub fn proc_net_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = INTERFACE_FILES.iter().map(|s| s.to_string()).collect();
+        let mut v: Vec<String> =
+            INTERFACE_FILES.iter().chain(EMPTY_TABLES.iter().map(|(n, _)| n)).map(|s| s.to_string()).collect();
         v.extend(self.proc_net.read().unwrap().iter().map(|(n, _)| n.to_string()));
         v.sort();
         v.dedup();
@@ -353,7 +384,10 @@ impl Network {
             "route" => Some(interfaces::proc_net_route()),
             "snmp" => Some(interfaces::proc_net_snmp()),
             "netstat" => Some(interfaces::proc_net_netstat()),
-            _ => self.proc_net.read().unwrap().iter().find(|(n, _)| *n == name).map(|(_, t)| t()),
+            _ => {
+                let registered = self.proc_net.read().unwrap().iter().find(|(n, _)| *n == name).map(|(_, t)| t());
+                registered.or_else(|| EMPTY_TABLES.iter().find(|(n, _)| *n == name).map(|(_, h)| h.to_string()))
+            }
         }
     }
 
