@@ -282,9 +282,15 @@ impl FileOps for SocketFile {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
         match self.socket.ioctl(&call, mm, cmd, arg) {
             // As Linux's sock_do_ioctl: what the family does not answer,
-            // the interface ioctls of every socket may.
+            // the interface ioctls of every socket may, and an AF_INET
+            // socket's also the address ones (inet_ioctl's devinet_ioctl).
             Err(Errno::ENOTTY) => {
-                interfaces::device_ioctl(&call, mm, cmd, arg).unwrap_or(Err(Errno::ENOTTY)).map_err(errno_to_fs)
+                let answer = if self.socket.family() == n::AF_INET {
+                    interfaces::interface_ioctl(&call, mm, cmd, arg)
+                } else {
+                    interfaces::device_ioctl(&call, mm, cmd, arg)
+                };
+                answer.unwrap_or(Err(Errno::ENOTTY)).map_err(errno_to_fs)
             }
             r => r.map_err(errno_to_fs),
         }
