@@ -98,6 +98,9 @@ local ::1 dev lo table local proto kernel metric 0 pref medium
 ",
     );
     ip_prints(&["neigh"], "");
+    // The policy rules every namespace starts with.
+    ip_prints(&["rule"], "0:\tfrom all lookup local\n32766:\tfrom all lookup main\n32767:\tfrom all lookup default\n");
+    ip_prints(&["-6", "rule"], "0:\tfrom all lookup local\n32766:\tfrom all lookup main\n");
 }
 
 /// Runs `sh -c script` in the sandbox; it must succeed and print `expected`.

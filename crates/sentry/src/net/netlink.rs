@@ -70,6 +70,8 @@ const RTM_GETADDR: u16 = 22;
 const RTM_NEWROUTE: u16 = 24;
 const RTM_GETROUTE: u16 = 26;
 const RTM_GETNEIGH: u16 = 30;
+const RTM_NEWRULE: u16 = 32;
+const RTM_GETRULE: u16 = 34;
 /// The kind of a route message type: its low two bits past RTM_BASE.
 const RTNL_KIND_GET: u16 = 2;
 
@@ -154,6 +156,20 @@ const RTA_PREFSRC: u16 = 7;
 const RTA_CACHEINFO: u16 = 12;
 const RTA_TABLE: u16 = 15;
 const RTA_PREF: u16 = 20;
+
+/// FRA_* attributes of a routing rule, and its action.
+const FRA_PRIORITY: u16 = 6;
+const FRA_SUPPRESS_PREFIXLEN: u16 = 14;
+const FRA_TABLE: u16 = 15;
+const FRA_PROTOCOL: u16 = 21;
+const FR_ACT_TO_TBL: u8 = 1;
+/// The rules every namespace starts with, by family: (priority, table).
+/// IPv6 has no rule for the default table.
+const RULES_V4: &[(u32, u8)] = &[(0, RT_TABLE_LOCAL), (32766, RT_TABLE_MAIN), (32767, RT_TABLE_DEFAULT)];
+const RULES_V6: &[(u32, u8)] = &[(0, RT_TABLE_LOCAL), (32766, RT_TABLE_MAIN)];
+const RT_TABLE_DEFAULT: u8 = 253;
+const RT_TABLE_MAIN: u8 = interfaces::RT_TABLE_MAIN;
+const RT_TABLE_LOCAL: u8 = interfaces::RT_TABLE_LOCAL;
 
 /// `struct sockaddr_nl`.
 const SOCKADDR_NL: usize = 12;
@@ -818,6 +834,7 @@ impl NetlinkSocket {
             (RTM_GETROUTE, true) => Ok(route_dump(h, payload, family, port, strict)),
             // No neighbours: the loopback resolves nothing.
             (RTM_GETNEIGH, true) => Ok(Answer::Dump(Vec::new(), 0, 0)),
+            (RTM_GETRULE, true) => Ok(rule_dump(h, family, port)),
             _ => Err(Errno::EOPNOTSUPP),
         }
     }
@@ -974,6 +991,31 @@ fn route_dump(h: Header, payload: &[u8], family: u8, port: u32, strict: bool) ->
         .map(|r| route_message(r, NLM_F_MULTI | extra, h.seq, port))
         .collect();
     Answer::Dump(messages, 0, extra)
+}
+
+/// fib_nl_dumprule: the default policy rules of IPv4, then IPv6.
+fn rule_dump(h: Header, family: u8, port: u32) -> Answer {
+    let mut messages = Vec::new();
+    for (f, rules) in [(AF_INET, RULES_V4), (AF_INET6, RULES_V6)] {
+        if family != AF_UNSPEC && family != f {
+            continue;
+        }
+        for &(priority, table) in rules {
+            let mut m = MessageWriter::new();
+            // struct fib_rule_hdr: family, dst_len, src_len, tos, table,
+            // two reserved bytes, action, flags.
+            m.begin(RTM_NEWRULE, NLM_F_MULTI, h.seq, port, &[f, 0, 0, 0, table, 0, 0, FR_ACT_TO_TBL, 0, 0, 0, 0]);
+            m.u32(FRA_TABLE, table as u32);
+            m.u32(FRA_SUPPRESS_PREFIXLEN, u32::MAX);
+            m.u8(FRA_PROTOCOL, interfaces::RTPROT_KERNEL);
+            if priority != 0 {
+                m.u32(FRA_PRIORITY, priority);
+            }
+            m.end_message();
+            messages.push(m.finish());
+        }
+    }
+    Answer::Dump(messages, 0, 0)
 }
 
 impl Drop for NetlinkSocket {
