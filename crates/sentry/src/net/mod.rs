@@ -309,17 +309,12 @@ pub struct Network {
     pub mode: NetworkMode,
     /// The bound netlink sockets, by port.
     pub netlink_ports: netlink::Ports,
-    /// The families' tables of /proc/net (`tcp`, `udp`, `unix`...).
-    proc_net: std::sync::RwLock<Vec<(&'static str, ProcNetTable)>>,
 }
-
-/// Writes one /proc/net file of a family's sockets.
-pub type ProcNetTable = Box<dyn Fn() -> String + Send + Sync>;
 
 /// The /proc/net files made from the sandbox's interfaces.
 const INTERFACE_FILES: &[&str] = &["dev", "if_inet6", "netstat", "route", "snmp"];
 
-/// The socket tables of /proc/net while no family has registered its own:
+/// The socket tables of /proc/net of the families with no sockets here yet:
 /// their headers, as Linux writes them for a namespace without sockets.
 const EMPTY_TABLES: &[(&str, &str)] = &[
     (
@@ -361,28 +356,21 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode, netlink_ports: netlink::Ports::default(), proc_net: Default::default() })
-    }
-
-    /// Adds /proc/net/`name`, written by `table` whenever it is read: how a
-    /// family lists its sockets there (`tcp`, `tcp6`, `udp`, `unix`...).
-    pub fn register_proc_net(&self, name: &'static str, table: ProcNetTable) {
-        let mut v = self.proc_net.write().unwrap();
-        v.retain(|(n, _)| *n != name);
-        v.push((name, table));
+        Arc::new(Network { mode, netlink_ports: netlink::Ports::default() })
     }
 
     /// The names below /proc/net.
     pub fn proc_net_names(&self) -> Vec<String> {
         let mut v: Vec<String> =
             INTERFACE_FILES.iter().chain(EMPTY_TABLES.iter().map(|(n, _)| n)).map(|s| s.to_string()).collect();
-        v.extend(self.proc_net.read().unwrap().iter().map(|(n, _)| n.to_string()));
         v.sort();
-        v.dedup();
         v
     }
 
-    /// The contents of /proc/net/`name`, None if there is no such file.
+    /// The contents of /proc/net/`name`, None if there is no such file:
+    /// the interfaces' files, and each family's table of its sockets (a
+    /// family answers its own names here; one without sockets in the
+    /// sandbox shows the header alone).
     pub fn proc_net_file(&self, name: &str) -> Option<String> {
         match name {
             "dev" => Some(interfaces::proc_net_dev()),
@@ -390,10 +378,7 @@ impl Network {
             "route" => Some(interfaces::proc_net_route()),
             "snmp" => Some(interfaces::proc_net_snmp()),
             "netstat" => Some(interfaces::proc_net_netstat()),
-            _ => {
-                let registered = self.proc_net.read().unwrap().iter().find(|(n, _)| *n == name).map(|(_, t)| t());
-                registered.or_else(|| EMPTY_TABLES.iter().find(|(n, _)| *n == name).map(|(_, h)| h.to_string()))
-            }
+            _ => EMPTY_TABLES.iter().find(|(n, _)| *n == name).map(|(_, h)| h.to_string()),
         }
     }
 
