@@ -29,6 +29,7 @@ use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
 pub mod options;
+pub mod unix;
 
 /// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
 pub const SOCKADDR_MAX: usize = 128;
@@ -187,6 +188,11 @@ pub trait Socket: AsAny {
     fn describe(&self) -> String {
         String::new()
     }
+    /// The inode number the family gave the socket (so /proc/net lists it
+    /// as its file shows), if it keeps one; else the file makes its own.
+    fn ino(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl dyn Socket {
@@ -202,6 +208,11 @@ const SOCKFS_DEV: u64 = 0x08;
 /// Socket inode numbers, as sockfs hands them out.
 static NEXT_INO: AtomicU64 = AtomicU64::new(10_000);
 
+/// A fresh socket inode number.
+pub fn next_socket_ino() -> u64 {
+    NEXT_INO.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A socket as a file.
 pub struct SocketFile {
     pub socket: Arc<dyn Socket>,
@@ -212,7 +223,8 @@ pub struct SocketFile {
 
 impl SocketFile {
     pub fn new(socket: Arc<dyn Socket>, owner: (u32, u32)) -> Arc<SocketFile> {
-        Arc::new(SocketFile { socket, ino: NEXT_INO.fetch_add(1, Ordering::Relaxed), owner })
+        let ino = socket.ino().unwrap_or_else(next_socket_ino);
+        Arc::new(SocketFile { socket, ino, owner })
     }
 
     /// The inode number, as /proc/PID/fd shows it (`socket:[N]`).
@@ -292,6 +304,8 @@ pub type SocketPair = (Arc<dyn Socket>, Arc<dyn Socket>);
 pub struct Network {
     /// How inet sockets reach out (`--network`).
     pub mode: NetworkMode,
+    /// The sandbox's unix socket names and files in flight.
+    pub unix: Arc<unix::UnixSpace>,
 }
 
 /// `--network`, as runsc and docker name the modes.
@@ -306,7 +320,7 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode })
+        Arc::new(Network { mode, unix: unix::UnixSpace::new() })
     }
 
     /// socket(2): a new socket of `family`, `kind` (SOCK_* without flags)
@@ -318,9 +332,10 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<Arc<dyn Socket>, Errno> {
-        let _ = (call, kind, protocol);
+        let _ = call;
         match family {
-            n::AF_UNIX | n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EAFNOSUPPORT),
+            n::AF_UNIX => unix::UnixSocket::create(&self.unix, kind, protocol),
+            n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EAFNOSUPPORT),
             // A container without CAP_NET_RAW gets EPERM for packet sockets.
             n::AF_PACKET => Err(Errno::EPERM),
             f if f >= n::AF_MAX => Err(Errno::EAFNOSUPPORT),
@@ -336,9 +351,8 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<SocketPair, Errno> {
-        let _ = (call, kind, protocol);
         match family {
-            n::AF_UNIX => Err(Errno::EAFNOSUPPORT),
+            n::AF_UNIX => unix::UnixSocket::create_pair(&self.unix, call, kind, protocol),
             // Linux: socketpair on other families is EOPNOTSUPP once the
             // socket exists.
             n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EOPNOTSUPP),

@@ -1,0 +1,22 @@
+//! Unix domain sockets, one C program per socket type or feature
+//! (tests/c/unix_*.c), run natively and in the sandbox: both runs must pass
+//! and print the same, so every expectation, errno cases included, is
+//! Linux's own.
+
+mod common;
+
+macro_rules! work_dir_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                require_kvm!();
+                common::c_test_in_work_dir(stringify!($name));
+            }
+        )*
+    };
+}
+
+work_dir_tests! {
+    unix_stream,
+}
