@@ -19,4 +19,5 @@ macro_rules! work_dir_tests {
 
 work_dir_tests! {
     unix_stream,
+    unix_dgram,
 }

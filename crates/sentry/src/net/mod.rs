@@ -246,11 +246,13 @@ impl SocketNames for NoNames {
     }
 }
 
-/// A socket's error as the file operations return it: EPIPE as a broken
-/// pipe, so write(2) raises SIGPIPE.
-fn errno_to_fs(e: Errno) -> FsError {
+/// A socket's error as the file operations return it: EPIPE of a stream
+/// socket as a broken pipe, so write(2) raises SIGPIPE (Linux's datagram
+/// and seqpacket sockets give EPIPE without the signal).
+fn errno_to_fs(socket: &dyn Socket, e: Errno) -> FsError {
     match e {
-        Errno::EPIPE => FsError::BrokenPipe,
+        Errno::EPIPE if socket.kind() == n::SOCK_STREAM => FsError::BrokenPipe,
+        Errno::EPIPE => FsError::Host(e),
         e => FsError::from_errno(e),
     }
 }
@@ -258,14 +260,17 @@ fn errno_to_fs(e: Errno) -> FsError {
 impl FileOps for SocketFile {
     fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        let r = self.socket.recv(&call, RecvMsg { bufs, flags: 0, want_control: false }).map_err(errno_to_fs)?;
+        let r = self
+            .socket
+            .recv(&call, RecvMsg { bufs, flags: 0, want_control: false })
+            .map_err(|e| errno_to_fs(&*self.socket, e))?;
         Ok(r.ret)
     }
     fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
         self.socket
             .send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 })
-            .map_err(errno_to_fs)
+            .map_err(|e| errno_to_fs(&*self.socket, e))
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(Stat {
@@ -290,7 +295,7 @@ impl FileOps for SocketFile {
     }
     fn ioctl(&self, ctx: &Context, file: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        self.socket.ioctl(&call, mm, cmd, arg).map_err(errno_to_fs)
+        self.socket.ioctl(&call, mm, cmd, arg).map_err(|e| errno_to_fs(&*self.socket, e))
     }
 }
 

@@ -47,7 +47,7 @@ const SKB_OVERHEAD: usize = 576;
 const STREAM_SKB_MAX: usize = 3_712 + 32_768;
 /// net.unix.max_dgram_qlen: the most datagrams queued on a socket by
 /// senders it is not connected to.
-const MAX_DGRAM_QLEN: usize = 512;
+pub const MAX_DGRAM_QLEN: usize = 512;
 /// What a missing uid or gid reads as (overflowuid, overflowgid).
 const OVERFLOW_ID: u32 = 65_534;
 

@@ -490,7 +490,8 @@ fn send_one(
                 }
             }
             Err(Errno::EPIPE) if done == 0 => {
-                if flags & n::MSG_NOSIGNAL == 0 {
+                // Only stream sockets raise it, as Linux's.
+                if flags & n::MSG_NOSIGNAL == 0 && stream {
                     task.signal_self(g::SIGPIPE);
                 }
                 return Err(Errno::EPIPE.into());

@@ -567,6 +567,7 @@ fn sysctl_value(k: &Kernel, name: &str) -> Option<String> {
         // Linux's defaults, until the sandbox has sockets to apply them to.
         "net/ipv4/ip_local_port_range" => "32768\t60999".into(),
         "net/core/somaxconn" => "4096".into(),
+        "net/unix/max_dgram_qlen" => crate::net::unix::MAX_DGRAM_QLEN.to_string(),
         _ => return None,
     })
 }
