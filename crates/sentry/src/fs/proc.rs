@@ -76,6 +76,9 @@ const WRITABLE_FILES: &[&str] = &["coredump_filter", "oom_score_adj"];
 /// A thread's files below /proc/PID/task/TID.
 const THREAD_FILES: &[&str] = &["cmdline", "comm", "environ", "limits", "maps", "stat", "statm", "status"];
 const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg", "version", "filesystems", "mounts"];
+/// The files of /proc/net: the sandbox's sockets (its one network
+/// namespace).
+const NET_FILES: &[&str] = &["unix"];
 
 /// The sysctls /proc/sys shows, with their modes. The whole of /proc/sys is
 /// mounted read-only, as container runtimes mount it: the modes are
@@ -123,6 +126,7 @@ impl DirSource for ProcRoot {
             }
         }
         v.push((b"sys".to_vec(), self.lookup(b"sys").expect("sys")));
+        v.push((b"net".to_vec(), self.lookup(b"net").expect("net")));
         v.push((b"self".to_vec(), self.lookup(b"self").expect("self")));
         v.push((b"thread-self".to_vec(), self.lookup(b"thread-self").expect("thread-self")));
         for pid in self.src.pids() {
@@ -142,6 +146,17 @@ impl DirSource for ProcRoot {
                 Some(SynthSymlink::computed(move || {
                     Ok(format!("{}/task/{}", src.current_pid(), src.current_tid()).into_bytes())
                 }))
+            }
+            b"net" => {
+                let entries: Vec<(Vec<u8>, Arc<dyn Inode>)> = NET_FILES
+                    .iter()
+                    .map(|name| {
+                        let (src, path) = (self.src.clone(), format!("net/{name}"));
+                        let file = SynthFile::inode(0o444, None, move || src.global(&path).ok_or(FsError::NotFound));
+                        (name.as_bytes().to_vec(), file)
+                    })
+                    .collect();
+                Some(SynthDir::with_source(Box::new(entries), 0o555, None))
             }
             b"sys" => Some(sysctl_dir(&self.src, "sys", &SYSCTLS.iter().map(|(n, m)| (*n, *m)).collect::<Vec<_>>())),
             _ => {

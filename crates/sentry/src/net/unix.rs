@@ -48,6 +48,9 @@ const STREAM_SKB_MAX: usize = 3_712 + 32_768;
 /// net.unix.max_dgram_qlen: the most datagrams queued on a socket by
 /// senders it is not connected to.
 pub const MAX_DGRAM_QLEN: usize = 512;
+/// Sockets in flight past which a send collects garbage first
+/// (UNIX_INFLIGHT_TRIGGER_GC).
+const GC_TRIGGER: usize = 16_000;
 /// What a missing uid or gid reads as (overflowuid, overflowgid).
 const OVERFLOW_ID: u32 = 65_534;
 
@@ -501,6 +504,11 @@ impl Sock {
 
     fn rights_of(self: &Arc<Self>, control: &mut Control) -> Option<InFlight> {
         let files = std::mem::take(&mut control.rights);
+        if !files.is_empty() && self.space.in_flight.lock().unwrap().len() > GC_TRIGGER {
+            // Many sockets in flight: collect before adding more, as
+            // Linux's wait_for_unix_gc.
+            self.space.collect_garbage();
+        }
         (!files.is_empty()).then(|| InFlight::new(files, &self.space))
     }
 
@@ -1023,11 +1031,18 @@ impl Sock {
 pub struct UnixSpace {
     names: Mutex<HashMap<NameKey, Weak<Sock>>>,
     all: Mutex<std::collections::BTreeMap<u64, Weak<Sock>>>,
-    /// Unix sockets whose files are in flight, by socket id: the socket,
-    /// its file, and how many messages carry it.
-    in_flight: Mutex<HashMap<u64, (Weak<Sock>, Weak<OpenFile>, usize)>>,
+    /// Unix sockets whose files are in flight, by socket id.
+    in_flight: Mutex<HashMap<u64, Carried>>,
     autobind_next: AtomicU32,
     collecting: AtomicBool,
+}
+
+/// A unix socket in flight: the socket, its file, and how many messages
+/// carry it.
+struct Carried {
+    sock: Weak<Sock>,
+    file: Weak<OpenFile>,
+    count: usize,
 }
 
 /// The unix socket behind an open file, if it is one.
@@ -1053,11 +1068,15 @@ impl UnixSpace {
             let Some(s) = unix_sock_of(f) else { continue };
             let t = t.get_or_insert_with(|| self.in_flight.lock().unwrap());
             if add {
-                let e = t.entry(s.id).or_insert_with(|| (Arc::downgrade(s), Arc::downgrade(f), 0));
-                e.2 += 1;
+                let e = t.entry(s.id).or_insert_with(|| Carried {
+                    sock: Arc::downgrade(s),
+                    file: Arc::downgrade(f),
+                    count: 0,
+                });
+                e.count += 1;
             } else if let Some(e) = t.get_mut(&s.id) {
-                e.2 -= 1;
-                if e.2 == 0 {
+                e.count -= 1;
+                if e.count == 0 {
                     t.remove(&s.id);
                 }
             }
@@ -1086,11 +1105,11 @@ impl UnixSpace {
         let table = self.in_flight.lock().unwrap();
         // Candidates: every reference to the socket's file is a message's.
         let mut refs: HashMap<u64, (Arc<Sock>, usize)> = HashMap::new();
-        for (id, (sock, file, count)) in table.iter() {
-            let (Some(sock), Some(file)) = (sock.upgrade(), file.upgrade()) else { continue };
+        for (id, c) in table.iter() {
+            let (Some(sock), Some(file)) = (c.sock.upgrade(), c.file.upgrade()) else { continue };
             // The upgrade above is one more.
-            if Arc::strong_count(&file) - 1 == *count {
-                refs.insert(*id, (sock, *count));
+            if Arc::strong_count(&file) - 1 == c.count {
+                refs.insert(*id, (sock, c.count));
             }
         }
         drop(table);

@@ -375,9 +375,14 @@ impl ProcSource for KernelProcSource {
                             inode: Some(Arc::new(StreamInode(e.file.ops.clone())) as Arc<dyn crate::fs::Inode>),
                         }
                     }
-                    (None, None) => FdTarget::Anonymous {
-                        desc: e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").as_bytes().to_vec(),
-                        inode: None,
+                    (None, None) => match e.file.ops.downcast_ref::<crate::net::SocketFile>() {
+                        Some(s) => {
+                            FdTarget::Anonymous { desc: format!("socket:[{}]", s.ino()).into_bytes(), inode: None }
+                        }
+                        None => FdTarget::Anonymous {
+                            desc: e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").as_bytes().to_vec(),
+                            inode: None,
+                        },
                     },
                 };
                 (fd, target)
@@ -446,6 +451,7 @@ impl ProcSource for KernelProcSource {
         }
         let cpus = k.config.cpus;
         match name {
+            "net/unix" => Some(k.net.unix.proc_net_unix().into_bytes()),
             "mounts" => Some(mount_lines(&k, self.root(self.current_pid()), false)),
             "filesystems" => Some(
                 b"nodev	sysfs
