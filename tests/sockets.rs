@@ -36,3 +36,30 @@ fn unix_rights_leak() {
     require_kvm!();
     common::c_test_sandbox_only("unix_rights_leak", &[], &[]);
 }
+
+/// Sockets named on a host directory mounted with -v: the node is made on
+/// the host, the socket lives in the sandbox.
+#[test]
+fn unix_stream_on_host_mount() {
+    require_kvm!();
+    use std::os::unix::fs::FileTypeExt;
+    let dir = common::scratch_dir("unix-host-mount");
+    let volume = format!("{}:/vol", dir.display());
+    for v in common::VARIANTS {
+        let prog = common::c_program("unix_stream", v);
+        let work = format!("/vol/{v}");
+        let out = common::sandbox(&["-v", &volume], prog.to_str().expect("utf-8 path"), &[&work], None);
+        assert!(
+            out.status.success(),
+            "unix_stream-{v} failed on a host mount:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let node = dir.join(v).join("s2");
+        let meta = std::fs::symlink_metadata(&node).expect("the socket node on the host");
+        assert!(meta.file_type().is_socket(), "{} is no socket node on the host", node.display());
+        // A node only: nothing on the host listens behind it.
+        let err = std::os::unix::net::UnixStream::connect(&node).expect_err("no host socket");
+        assert_eq!(err.raw_os_error(), Some(libc::ECONNREFUSED));
+    }
+}
