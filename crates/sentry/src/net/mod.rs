@@ -28,6 +28,7 @@ use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, S
 use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
+pub mod inet;
 pub mod options;
 
 /// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
@@ -292,6 +293,8 @@ pub type SocketPair = (Arc<dyn Socket>, Arc<dyn Socket>);
 pub struct Network {
     /// How inet sockets reach out (`--network`).
     pub mode: NetworkMode,
+    /// The sandbox's own loopback stack (`--network=none`).
+    pub loopback: Arc<inet::Loopback>,
 }
 
 /// `--network`, as runsc and docker name the modes.
@@ -306,7 +309,7 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode })
+        Arc::new(Network { mode, loopback: inet::Loopback::new() })
     }
 
     /// socket(2): a new socket of `family`, `kind` (SOCK_* without flags)
@@ -318,8 +321,10 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<Arc<dyn Socket>, Errno> {
-        let _ = (call, kind, protocol);
         match family {
+            n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::None => {
+                self.loopback.create(call, family == n::AF_INET6, kind, protocol)
+            }
             n::AF_UNIX | n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EAFNOSUPPORT),
             // A container without CAP_NET_RAW gets EPERM for packet sockets.
             n::AF_PACKET => Err(Errno::EPERM),

@@ -1,0 +1,13 @@
+//! AF_INET and AF_INET6 on the sandbox's loopback (`--network=none`): C
+//! programs (tests/c/inet_*.c) run natively against the host's loopback
+//! and in the sandbox must pass and print the same, so every expectation,
+//! errno cases included, is Linux's own. What differs by design (nothing
+//! leaves the sandbox) is checked in the sandbox only.
+
+mod common;
+
+#[test]
+fn inet_tcp() {
+    require_kvm!();
+    common::c_test("inet_tcp", &[]);
+}
