@@ -11,3 +11,9 @@ fn inet_tcp() {
     require_kvm!();
     common::c_test("inet_tcp", &[]);
 }
+
+#[test]
+fn inet_udp() {
+    require_kvm!();
+    common::c_test("inet_udp", &[]);
+}

@@ -252,9 +252,12 @@ impl FileOps for SocketFile {
     }
     fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        self.socket
-            .send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 })
-            .map_err(errno_to_fs)
+        let r = self.socket.send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 });
+        match r {
+            // Only streams raise SIGPIPE.
+            Err(Errno::EPIPE) if self.socket.kind() == n::SOCK_DGRAM => Err(FsError::Host(Errno::EPIPE)),
+            r => r.map_err(errno_to_fs),
+        }
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(Stat {

@@ -489,7 +489,9 @@ fn send_one(
                 }
             }
             Err(Errno::EPIPE) if done == 0 => {
-                if flags & n::MSG_NOSIGNAL == 0 {
+                // Only streams raise SIGPIPE (sk_stream_error); a shut
+                // datagram socket just fails.
+                if flags & n::MSG_NOSIGNAL == 0 && s.kind() != n::SOCK_DGRAM {
                     task.signal_self(g::SIGPIPE);
                 }
                 return Err(Errno::EPIPE.into());

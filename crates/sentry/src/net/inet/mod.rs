@@ -125,12 +125,14 @@ enum Target {
 }
 
 /// Reads the address of a connect or sendto on a socket of `v6`'s family,
-/// as Linux's checks go (inet_stream_connect, tcp_v4_connect,
-/// tcp_v6_connect, udp_sendmsg, udpv6_sendmsg). `datagram` allows a v6
-/// socket an `AF_INET` address, as UDP does.
-fn parse_target(v6: bool, addr: &[u8], datagram: bool) -> Result<Target, Errno> {
+/// as Linux's checks go (inet_stream_connect, inet_dgram_connect,
+/// tcp_v4_connect, tcp_v6_connect, udp_sendmsg, udpv6_sendmsg).
+/// `datagram` allows a v6 socket an `AF_INET` address, as UDP does;
+/// `connecting` makes AF_UNSPEC a disconnect, where a v4 datagram send
+/// takes it as AF_INET.
+fn parse_target(v6: bool, addr: &[u8], datagram: bool, connecting: bool) -> Result<Target, Errno> {
     let family = family_of(addr).ok_or(Errno::EINVAL)?;
-    if family == n::AF_UNSPEC && (v6 || !datagram) {
+    if family == n::AF_UNSPEC && (v6 || !datagram || connecting) {
         return Ok(Target::Unspec);
     }
     if v6 {

@@ -1171,7 +1171,7 @@ impl Socket for TcpSocket {
     }
 
     fn connect(&self, call: &NetCall, addr: &[u8]) -> Result<(), Errno> {
-        let to = match parse_target(self.v6, addr, false)? {
+        let to = match parse_target(self.v6, addr, false, true)? {
             Target::Unspec => {
                 self.disconnect();
                 return Ok(());

@@ -213,7 +213,7 @@ impl UdpSocket {
             // inet_sendmsg binds a port before anything is checked.
             let local = self.autobind(&mut st)?;
             let target = match to {
-                Some(addr) => parse_target(self.v6, addr, true)?,
+                Some(addr) => parse_target(self.v6, addr, true, false)?,
                 None => Target::Unspec,
             };
             let dst = match target {
@@ -383,7 +383,7 @@ impl Socket for UdpSocket {
     }
 
     fn connect(&self, _: &NetCall, addr: &[u8]) -> Result<(), Errno> {
-        match parse_target(self.v6, addr, true)? {
+        match parse_target(self.v6, addr, true, true)? {
             Target::Unspec => {
                 self.disconnect();
                 Ok(())
