@@ -17,3 +17,17 @@ fn inet_udp() {
     require_kvm!();
     common::c_test("inet_udp", &[]);
 }
+
+#[test]
+fn inet_proc() {
+    require_kvm!();
+    common::c_test("inet_proc", &[]);
+}
+
+/// Nothing leaves the sandbox: outside addresses are unreachable and raw
+/// sockets refused (the host has a network, so no native run).
+#[test]
+fn inet_isolated() {
+    require_kvm!();
+    common::c_test_sandbox_only("inet_isolated", &[], &[]);
+}

@@ -77,6 +77,9 @@ const WRITABLE_FILES: &[&str] = &["coredump_filter", "oom_score_adj"];
 const THREAD_FILES: &[&str] = &["cmdline", "comm", "environ", "limits", "maps", "stat", "statm", "status"];
 const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg", "version", "filesystems", "mounts"];
 
+/// The files of /proc/net: the sandbox's sockets.
+pub const NET_FILES: &[(&str, u32)] = &[("tcp", 0o444), ("tcp6", 0o444), ("udp", 0o444), ("udp6", 0o444)];
+
 /// The sysctls /proc/sys shows, with their modes. The whole of /proc/sys is
 /// mounted read-only, as container runtimes mount it: the modes are
 /// Linux's, but no value changes.
@@ -122,6 +125,7 @@ impl DirSource for ProcRoot {
             }
         }
         v.push((b"sys".to_vec(), self.lookup(b"sys").expect("sys")));
+        v.push((b"net".to_vec(), self.lookup(b"net").expect("net")));
         v.push((b"self".to_vec(), self.lookup(b"self").expect("self")));
         v.push((b"thread-self".to_vec(), self.lookup(b"thread-self").expect("thread-self")));
         for pid in self.src.pids() {
@@ -142,6 +146,7 @@ impl DirSource for ProcRoot {
                     Ok(format!("{}/task/{}", src.current_pid(), src.current_tid()).into_bytes())
                 }))
             }
+            b"net" => Some(sysctl_dir(&self.src, "net", NET_FILES)),
             b"sys" => Some(sysctl_dir(&self.src, "sys", &SYSCTLS.iter().map(|(n, m)| (*n, *m)).collect::<Vec<_>>())),
             _ => {
                 let s = std::str::from_utf8(name).ok()?;

@@ -183,6 +183,11 @@ pub trait Socket: AsAny {
     fn readable_bytes(&self) -> Option<u64> {
         None
     }
+    /// The inode number the family gave the socket (for the lines of
+    /// /proc/net it writes), if it did; else the file makes one.
+    fn inode(&self) -> Option<u64> {
+        None
+    }
     /// The line for /proc/PID/fd and /proc/net: the family's own inode
     /// number is the file's.
     fn describe(&self) -> String {
@@ -203,6 +208,11 @@ const SOCKFS_DEV: u64 = 0x08;
 /// Socket inode numbers, as sockfs hands them out.
 static NEXT_INO: AtomicU64 = AtomicU64::new(10_000);
 
+/// A new socket inode number.
+pub fn next_socket_ino() -> u64 {
+    NEXT_INO.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A socket as a file.
 pub struct SocketFile {
     pub socket: Arc<dyn Socket>,
@@ -213,7 +223,8 @@ pub struct SocketFile {
 
 impl SocketFile {
     pub fn new(socket: Arc<dyn Socket>, owner: (u32, u32)) -> Arc<SocketFile> {
-        Arc::new(SocketFile { socket, ino: NEXT_INO.fetch_add(1, Ordering::Relaxed), owner })
+        let ino = socket.inode().unwrap_or_else(next_socket_ino);
+        Arc::new(SocketFile { socket, ino, owner })
     }
 
     /// The inode number, as /proc/PID/fd shows it (`socket:[N]`).

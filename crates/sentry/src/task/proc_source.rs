@@ -444,6 +444,16 @@ impl ProcSource for KernelProcSource {
         if let Some(sysctl) = name.strip_prefix("sys/") {
             return sysctl_value(&k, sysctl).map(|v| format!("{v}\n").into_bytes());
         }
+        if let Some(file) = name.strip_prefix("net/") {
+            let lo = &k.net.loopback;
+            return match file {
+                "tcp" => Some(lo.proc_tcp(false).into_bytes()),
+                "tcp6" => Some(lo.proc_tcp(true).into_bytes()),
+                "udp" => Some(lo.proc_udp(false).into_bytes()),
+                "udp6" => Some(lo.proc_udp(true).into_bytes()),
+                _ => None,
+            };
+        }
         let cpus = k.config.cpus;
         match name {
             "mounts" => Some(mount_lines(&k, self.root(self.current_pid()), false)),

@@ -416,17 +416,17 @@ pub struct Loopback {
     this: Weak<Loopback>,
 }
 
-static NEXT_SOCKET_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
+/// A socket's identity in the port table: its inode number, as
+/// /proc/net shows it.
 fn next_id() -> u64 {
-    NEXT_SOCKET_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    super::next_socket_ino()
 }
 
 impl Loopback {
     pub fn new() -> Arc<Loopback> {
         // Where the ephemeral search starts differs between sandboxes, as
         // Linux's is randomised.
-        let seed = (std::process::id() as u64 ^ next_id().wrapping_mul(0x9e37_79b9)) as u16;
+        let seed = (std::process::id() as u64).wrapping_mul(0x9e37_79b9) as u16;
         Arc::new_cyclic(|this| Loopback {
             tcp: Mutex::new(PortTable::new(seed)),
             udp: Mutex::new(PortTable::new(seed.wrapping_add(7919))),
@@ -488,9 +488,12 @@ impl Loopback {
     /// The lines of /proc/net/tcp (`v6` false) or tcp6.
     pub fn proc_tcp(&self, v6: bool) -> String {
         let sockets = self.tcp.lock().unwrap().all();
-        let mut out = proc_header(v6);
+        let width = (!v6).then_some(149);
+        let mut out = padded((if v6 { TCP6_HEADER } else { TCP_HEADER }).to_string(), width);
         for (i, s) in sockets.iter().filter(|s| s.is_v6() == v6).enumerate() {
-            out.push_str(&proc_line(i, v6, &s.proc_entry()));
+            // refcnt, address, rto, ato, quick/pingpong, cwnd, ssthresh.
+            let line = format!("{} 1 0000000000000000 100 0 0 10 -1", proc_fields(i, 4, v6, &s.proc_entry()));
+            out.push_str(&padded(line, width));
         }
         out
     }
@@ -498,9 +501,12 @@ impl Loopback {
     /// The lines of /proc/net/udp (`v6` false) or udp6.
     pub fn proc_udp(&self, v6: bool) -> String {
         let sockets = self.udp.lock().unwrap().all();
-        let mut out = proc_header(v6);
+        let width = (!v6).then_some(127);
+        let mut out = padded((if v6 { UDP6_HEADER } else { UDP_HEADER }).to_string(), width);
         for (i, s) in sockets.iter().filter(|s| s.is_v6() == v6).enumerate() {
-            out.push_str(&proc_line(i, v6, &s.proc_entry()));
+            // refcnt, address, drops.
+            let line = format!("{} 2 0000000000000000 0", proc_fields(i, 5, v6, &s.proc_entry()));
+            out.push_str(&padded(line, width));
         }
         out
     }
@@ -517,11 +523,18 @@ pub(crate) struct ProcEntry {
     ino: u64,
 }
 
-fn proc_header(v6: bool) -> String {
-    if v6 {
-        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n".into()
-    } else {
-        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n".into()
+const TCP_HEADER: &str =
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode";
+const TCP6_HEADER: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode";
+const UDP_HEADER: &str = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops";
+const UDP6_HEADER: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops";
+
+/// /proc/net/tcp and udp pad each line to a fixed width (Linux's
+/// seq_setwidth); the v6 files do not.
+fn padded(line: String, width: Option<usize>) -> String {
+    match width {
+        Some(w) => format!("{line:<w$}\n"),
+        None => format!("{line}\n"),
     }
 }
 
@@ -547,9 +560,11 @@ fn proc_addr(v6: bool, ep: Endpoint) -> String {
     format!("{ip}:{:04X}", ep.port)
 }
 
-fn proc_line(i: usize, v6: bool, e: &ProcEntry) -> String {
+/// The fields every line has, up to the inode; `sl` is four wide for
+/// TCP and five for UDP.
+fn proc_fields(i: usize, sl: usize, v6: bool, e: &ProcEntry) -> String {
     format!(
-        "{i:4}: {} {} {:02X} {:08X}:{:08X} 00:00000000 00000000 {:5} {:8} {} 1 0000000000000000 100 0 0 10 0\n",
+        "{i:sl$}: {} {} {:02X} {:08X}:{:08X} 00:00000000 00000000 {:5} {:8} {}",
         proc_addr(v6, e.local),
         proc_addr(v6, e.remote),
         e.state,

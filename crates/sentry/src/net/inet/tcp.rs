@@ -1387,6 +1387,10 @@ impl Socket for TcpSocket {
         }
     }
 
+    fn inode(&self) -> Option<u64> {
+        Some(self.id)
+    }
+
     fn describe(&self) -> String {
         format!("TCP{} state {}", if self.v6 { "v6" } else { "" }, self.tcp_state())
     }

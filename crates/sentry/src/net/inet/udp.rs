@@ -505,6 +505,10 @@ impl Socket for UdpSocket {
         Some(self.state.lock().unwrap().queue.front().map_or(0, |d| d.data.len() as u64))
     }
 
+    fn inode(&self) -> Option<u64> {
+        Some(self.id)
+    }
+
     fn describe(&self) -> String {
         format!("UDP{}", if self.v6 { "v6" } else { "" })
     }
