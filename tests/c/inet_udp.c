@@ -279,8 +279,73 @@ static void test_ports_options(void) {
     close(t);
 }
 
+/* Control messages a receiver asks for: where the datagram went, its TTL. */
+static void test_ancillary(void) {
+    int r = bound(INADDR_ANY), s = bound(INADDR_LOOPBACK), one = 1, ttl = 9;
+    CHECK_OK(setsockopt(r, IPPROTO_IP, IP_PKTINFO, &one, sizeof one));
+    CHECK_OK(setsockopt(r, IPPROTO_IP, IP_RECVTTL, &one, sizeof one));
+    CHECK_OK(setsockopt(s, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl));
+    struct sockaddr_in to = v4(INADDR_LOOPBACK, port_of(r));
+    CHECK(sendto(s, "pkt", 3, 0, (struct sockaddr *)&to, sizeof to) == 3);
+    char buf[16];
+    union {
+        char b[256];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
+    CHECK(recvmsg(r, &m, 0) == 3);
+    int seen = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+            struct in_pktinfo pi;
+            memcpy(&pi, CMSG_DATA(c), sizeof pi);
+            CHECK(c->cmsg_len == CMSG_LEN(sizeof pi));
+            CHECK(pi.ipi_addr.s_addr == htonl(INADDR_LOOPBACK));
+            CHECK(pi.ipi_spec_dst.s_addr == htonl(INADDR_LOOPBACK));
+            CHECK(pi.ipi_ifindex > 0);
+            CHECK(seen == 0);
+            seen |= 1;
+        } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+            int got;
+            memcpy(&got, CMSG_DATA(c), sizeof got);
+            CHECK(got == 9);
+            seen |= 2;
+        } else {
+            CHECK(!"another control message");
+        }
+    }
+    CHECK(seen == 3);
+    /* No room: the messages are cut and the flag says so. */
+    CHECK(sendto(s, "pkt", 3, 0, (struct sockaddr *)&to, sizeof to) == 3);
+    m.msg_controllen = 4;
+    CHECK(recvmsg(r, &m, 0) == 3 && (m.msg_flags & MSG_CTRUNC));
+    close(r), close(s);
+
+    int r6 = socket(AF_INET6, SOCK_DGRAM, 0);
+    struct sockaddr_in6 lo = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    CHECK_OK(bind(r6, (struct sockaddr *)&lo, sizeof lo));
+    CHECK_OK(setsockopt(r6, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one));
+    lo.sin6_port = htons(port_of(r6));
+    int s6 = socket(AF_INET6, SOCK_DGRAM, 0);
+    CHECK(sendto(s6, "six", 3, 0, (struct sockaddr *)&lo, sizeof lo) == 3);
+    m.msg_controllen = sizeof ctl.b;
+    m.msg_flags = 0;
+    CHECK(recvmsg(r6, &m, 0) == 3);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    CHECK(c && c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO);
+    if (c) {
+        struct in6_pktinfo pi;
+        memcpy(&pi, CMSG_DATA(c), sizeof pi);
+        CHECK(IN6_IS_ADDR_LOOPBACK(&pi.ipi6_addr) && pi.ipi6_ifindex > 0);
+        CHECK(CMSG_NXTHDR(&m, c) == NULL);
+    }
+    close(r6), close(s6);
+}
+
 int main(void) {
     test_datagrams();
+    test_ancillary();
     test_connected();
     test_v6();
     test_ports_options();

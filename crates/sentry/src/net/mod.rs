@@ -78,6 +78,9 @@ pub struct Control {
     pub rights: Vec<Arc<OpenFile>>,
     /// `SCM_CREDENTIALS`.
     pub creds: Option<Ucred>,
+    /// Messages of a protocol's level (IP_PKTINFO, IP_TTL...), received
+    /// only: (level, type, data), written as they are.
+    pub protocol: Vec<(i32, i32, Vec<u8>)>,
 }
 
 /// A message to send.

@@ -680,7 +680,7 @@ const IPV6_TCLASS: u32 = 67;
 /// The loopback device's MTU.
 const LOOPBACK_MTU: i32 = 65536;
 /// The default hop limit (net.ipv4.ip_default_ttl, hop_limit).
-const DEFAULT_TTL: i32 = 64;
+pub(crate) const DEFAULT_TTL: i32 = 64;
 
 impl IpOptions {
     /// getsockopt at SOL_IP or SOL_IPV6 for a socket of `v6`'s family;

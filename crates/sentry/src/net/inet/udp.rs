@@ -20,7 +20,7 @@ use crate::errno::Errno;
 use crate::fs::{POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
 use crate::mm::MemoryManager;
 use crate::net::options::{RMEM_DEFAULT, SocketOptions, WMEM_DEFAULT};
-use crate::net::{NetCall, Received, RecvMsg, SendMsg, Socket};
+use crate::net::{Control, NetCall, Received, RecvMsg, SendMsg, Socket};
 use crate::waiter::{BlockError, WaitQueue};
 
 const POLLRDHUP: u32 = 0x2000;
@@ -34,6 +34,12 @@ const MAX_V6: usize = 65_527;
 const DATAGRAM_OVERHEAD: usize = 768;
 
 const UDP_CORK: u32 = 1;
+/// The loopback device's interface index.
+const LOOPBACK_IFINDEX: i32 = 1;
+const IP_TOS: u32 = 1;
+const IP_TTL: u32 = 2;
+const IP_PKTINFO: u32 = 8;
+const IPV6_PKTINFO: u32 = 50;
 const SIOCINQ: u32 = 0x541b;
 const SIOCOUTQ: u32 = 0x5411;
 /// TCP_ESTABLISHED and TCP_CLOSE, as /proc/net/udp shows a socket.
@@ -42,6 +48,12 @@ const CLOSE: u8 = 7;
 
 struct Datagram {
     from: Endpoint,
+    /// The address it was sent to, for IP_PKTINFO.
+    to: IpAddr,
+    /// The sender's IP_TTL (or hop limit) and IP_TOS, for IP_RECVTTL and
+    /// IP_RECVTOS.
+    ttl: i32,
+    tos: u8,
     data: Vec<u8>,
 }
 
@@ -208,7 +220,7 @@ impl UdpSocket {
         if flags & n::MSG_OOB != 0 {
             return Err(Errno::EOPNOTSUPP);
         }
-        let (from, dst) = {
+        let (from, dst, ttl, tos) = {
             let mut st = self.state.lock().unwrap();
             // inet_sendmsg binds a port before anything is checked.
             let local = self.autobind(&mut st)?;
@@ -241,7 +253,10 @@ impl UdpSocket {
             }
             let src =
                 if local.ip.is_unspecified() || local.ip.is_ipv4() != ip.is_ipv4() { source_for(ip) } else { local.ip };
-            (Endpoint { ip: src, port: local.port }, Endpoint { ip, port: dst.port })
+            let hops = if ip.is_ipv4() { st.ip.ttl } else { st.ip.unicast_hops };
+            let ttl = if hops < 0 { super::DEFAULT_TTL } else { hops };
+            let tos = if ip.is_ipv4() { st.ip.tos } else { st.ip.tclass };
+            (Endpoint { ip: src, port: local.port }, Endpoint { ip, port: dst.port }, ttl, tos as u8)
         };
         let (receiver, _others) = {
             let mut table = self.stack.udp.lock().unwrap();
@@ -262,7 +277,7 @@ impl UdpSocket {
         for s in data {
             s.append_to(&mut bytes);
         }
-        receiver.deliver(Datagram { from, data: bytes });
+        receiver.deliver(Datagram { from, to: dst.ip, ttl, tos, data: bytes });
         Ok(len)
     }
 
@@ -281,7 +296,50 @@ impl UdpSocket {
         self.queue.notify_all();
     }
 
+    /// The control messages a datagram carries for this socket's options
+    /// (ip_cmsg_recv, ip6_datagram_recv_ctl).
+    fn ancillary(&self, ip: &IpOptions, d: &Datagram) -> Vec<(i32, i32, Vec<u8>)> {
+        let mut out = Vec::new();
+        if let IpAddr::V4(to) = d.to {
+            if ip.pktinfo {
+                // in_pktinfo: the interface (lo), the local address, the
+                // header's destination.
+                let mut b = LOOPBACK_IFINDEX.to_ne_bytes().to_vec();
+                b.extend_from_slice(&to.octets());
+                b.extend_from_slice(&to.octets());
+                out.push((IPPROTO_IP as i32, IP_PKTINFO as i32, b));
+            }
+            if ip.recvttl {
+                out.push((IPPROTO_IP as i32, IP_TTL as i32, d.ttl.to_ne_bytes().to_vec()));
+            }
+            if ip.recvtos {
+                out.push((IPPROTO_IP as i32, IP_TOS as i32, vec![d.tos]));
+            }
+        }
+        if self.v6 && ip.recvpktinfo6 {
+            // in6_pktinfo: the destination (v4 ones mapped), the interface.
+            let to = match d.to {
+                IpAddr::V4(a) => a.to_ipv6_mapped(),
+                IpAddr::V6(a) => a,
+            };
+            let mut b = to.octets().to_vec();
+            b.extend_from_slice(&LOOPBACK_IFINDEX.to_ne_bytes());
+            out.push((IPPROTO_IPV6 as i32, IPV6_PKTINFO as i32, b));
+        }
+        out
+    }
+
     fn receive(&self, bufs: &[GuestSliceMut<'_>], flags: u32, call: Option<&NetCall>) -> Result<Received, Errno> {
+        self.receive_with(bufs, flags, call, false)
+    }
+
+    fn receive_with(
+        &self,
+        bufs: &[GuestSliceMut<'_>],
+        flags: u32,
+        call: Option<&NetCall>,
+        want_control: bool,
+    ) -> Result<Received, Errno> {
         let want: usize = bufs.iter().map(|b| b.len()).sum();
         let nonblocking = flags & n::MSG_DONTWAIT != 0 || call.is_none_or(|c| c.nonblocking());
         if flags & n::MSG_ERRQUEUE != 0 {
@@ -306,11 +364,12 @@ impl UdpSocket {
                     at += k;
                 }
                 let full = d.data.len();
+                let protocol = if want_control { self.ancillary(&st.ip, d) } else { Vec::new() };
                 let r = Received {
                     ret: if flags & n::MSG_TRUNC != 0 { full } else { at },
                     from: Some(sockaddr(self.v6, d.from)),
                     flags: if full > want { n::MSG_TRUNC } else { 0 },
-                    ..Default::default()
+                    control: Control { protocol, ..Default::default() },
                 };
                 if flags & n::MSG_PEEK == 0 {
                     st.queue.pop_front();
@@ -465,7 +524,7 @@ impl Socket for UdpSocket {
     }
 
     fn recv(&self, call: &NetCall, msg: RecvMsg) -> Result<Received, Errno> {
-        self.receive(msg.bufs, msg.flags, Some(call))
+        self.receive_with(msg.bufs, msg.flags, Some(call), msg.want_control)
     }
 
     fn poll(&self) -> u32 {
