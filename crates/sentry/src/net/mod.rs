@@ -28,6 +28,7 @@ use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, S
 use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
+pub mod inet;
 pub mod interfaces;
 pub mod netlink;
 pub mod options;
@@ -80,6 +81,9 @@ pub struct Control {
     pub rights: Vec<Arc<OpenFile>>,
     /// `SCM_CREDENTIALS`.
     pub creds: Option<Ucred>,
+    /// Messages of a protocol's level (IP_PKTINFO, IP_TTL...), received
+    /// only: (level, type, data), written as they are.
+    pub protocol: Vec<(i32, i32, Vec<u8>)>,
 }
 
 /// A message to send.
@@ -328,13 +332,15 @@ pub struct Network {
     pub netlink_ports: netlink::Ports,
     /// The sandbox's unix socket names and files in flight.
     pub unix: Arc<unix::UnixSpace>,
+    /// The sandbox's own loopback stack (`--network=none`).
+    pub loopback: Arc<inet::Loopback>,
 }
 
 /// The /proc/net files made from the sandbox's interfaces.
 const INTERFACE_FILES: &[&str] = &["dev", "if_inet6", "netstat", "route", "snmp"];
 
 /// The /proc/net socket tables the families here keep.
-const FAMILY_FILES: &[&str] = &["unix"];
+const FAMILY_FILES: &[&str] = &["tcp", "tcp6", "udp", "udp6", "unix"];
 
 /// The socket tables of /proc/net of the families with no sockets here yet:
 /// their headers, as Linux writes them for a namespace without sockets.
@@ -345,22 +351,6 @@ const EMPTY_TABLES: &[(&str, &str)] = &[
     ),
     (
         "raw6",
-        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
-    ),
-    (
-        "tcp",
-        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode                                                     \n",
-    ),
-    (
-        "tcp6",
-        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n",
-    ),
-    (
-        "udp",
-        "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops            \n",
-    ),
-    (
-        "udp6",
         "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
     ),
 ];
@@ -377,7 +367,12 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode, netlink_ports: netlink::Ports::default(), unix: unix::UnixSpace::new() })
+        Arc::new(Network {
+            mode,
+            netlink_ports: netlink::Ports::default(),
+            unix: unix::UnixSpace::new(),
+            loopback: inet::Loopback::new(),
+        })
     }
 
     /// The names below /proc/net.
@@ -404,6 +399,10 @@ impl Network {
             "snmp" => Some(interfaces::proc_net_snmp()),
             "netstat" => Some(interfaces::proc_net_netstat()),
             "unix" => Some(self.unix.proc_net_unix()),
+            "tcp" => Some(self.loopback.proc_tcp(false)),
+            "tcp6" => Some(self.loopback.proc_tcp(true)),
+            "udp" => Some(self.loopback.proc_udp(false)),
+            "udp6" => Some(self.loopback.proc_udp(true)),
             _ => EMPTY_TABLES.iter().find(|(n, _)| *n == name).map(|(_, h)| h.to_string()),
         }
     }
@@ -417,12 +416,14 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<Arc<dyn Socket>, Errno> {
-        let _ = call;
         match family {
             // Raw IP sockets and packet sockets are refused as runsc refuses
             // them by default: the sandbox holds no CAP_NET_RAW for them.
             n::AF_INET | n::AF_INET6 if kind == n::SOCK_RAW => Err(Errno::EPERM),
             n::AF_UNIX => unix::UnixSocket::create(&self.unix, kind, protocol),
+            n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::None => {
+                self.loopback.create(call, family == n::AF_INET6, kind, protocol)
+            }
             n::AF_INET | n::AF_INET6 => Err(Errno::EAFNOSUPPORT),
             n::AF_NETLINK => netlink::create(self, kind, protocol),
             n::AF_PACKET => Err(Errno::EPERM),
