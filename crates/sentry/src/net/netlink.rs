@@ -263,8 +263,11 @@ impl Ports {
 
     /// The live sockets subscribed to `group` (1-based).
     fn members(&self, group: u32) -> Vec<Arc<NetlinkSocket>> {
-        let t = self.inner.lock().unwrap();
-        t.sockets.values().filter_map(Weak::upgrade).filter(|s| s.state.lock().unwrap().in_group(group)).collect()
+        // The table's lock is let go before any socket's is taken: binding
+        // takes them the other way round.
+        let all: Vec<Arc<NetlinkSocket>> =
+            self.inner.lock().unwrap().sockets.values().filter_map(Weak::upgrade).collect();
+        all.into_iter().filter(|s| s.state.lock().unwrap().in_group(group)).collect()
     }
 }
 
@@ -1301,17 +1304,19 @@ impl Socket for NetlinkSocket {
             at += s.copy_to(&mut data[at..]);
         }
         let creds = call.ucred;
+        // As Linux's netlink_sendmsg: a message to a group goes to its
+        // members (the sender too, if one; not the destination port, which
+        // gets it below), and then to the destination port, the kernel
+        // being port 0.
         if dst_group != 0 {
             for member in self.network.netlink_ports.members(dst_group) {
-                if member.port() != port {
+                if member.port() != dst_port {
                     member.deliver(Datagram { data: data.clone(), from_port: port, from_group: dst_group, creds });
                 }
             }
         }
         if dst_port == 0 {
-            if dst_group == 0 {
-                self.kernel_receive(call, &data, port);
-            }
+            self.kernel_receive(call, &data, port);
             return Ok(len);
         }
         let peer = self.network.netlink_ports.lookup(dst_port).ok_or(Errno::ECONNREFUSED)?;
