@@ -31,6 +31,7 @@ use crate::waiter::WaitQueue;
 pub mod interfaces;
 pub mod netlink;
 pub mod options;
+pub mod unix;
 
 /// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
 pub const SOCKADDR_MAX: usize = 128;
@@ -189,6 +190,11 @@ pub trait Socket: AsAny {
     fn describe(&self) -> String {
         String::new()
     }
+    /// The inode number the family gave the socket (so /proc/net lists it
+    /// as its file shows), if it keeps one; else the file makes its own.
+    fn ino(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl dyn Socket {
@@ -204,6 +210,11 @@ const SOCKFS_DEV: u64 = 0x08;
 /// Socket inode numbers, as sockfs hands them out.
 static NEXT_INO: AtomicU64 = AtomicU64::new(10_000);
 
+/// A fresh socket inode number.
+pub fn next_socket_ino() -> u64 {
+    NEXT_INO.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A socket as a file.
 pub struct SocketFile {
     pub socket: Arc<dyn Socket>,
@@ -214,7 +225,8 @@ pub struct SocketFile {
 
 impl SocketFile {
     pub fn new(socket: Arc<dyn Socket>, owner: (u32, u32)) -> Arc<SocketFile> {
-        Arc::new(SocketFile { socket, ino: NEXT_INO.fetch_add(1, Ordering::Relaxed), owner })
+        let ino = socket.ino().unwrap_or_else(next_socket_ino);
+        Arc::new(SocketFile { socket, ino, owner })
     }
 
     /// The inode number, as /proc/PID/fd shows it (`socket:[N]`).
@@ -236,11 +248,13 @@ impl SocketNames for NoNames {
     }
 }
 
-/// A socket's error as the file operations return it: EPIPE as a broken
-/// pipe, so write(2) raises SIGPIPE.
-fn errno_to_fs(e: Errno) -> FsError {
+/// A socket's error as the file operations return it: EPIPE of a stream
+/// socket as a broken pipe, so write(2) raises SIGPIPE (Linux's datagram
+/// and seqpacket sockets give EPIPE without the signal).
+fn errno_to_fs(socket: &dyn Socket, e: Errno) -> FsError {
     match e {
-        Errno::EPIPE => FsError::BrokenPipe,
+        Errno::EPIPE if socket.kind() == n::SOCK_STREAM => FsError::BrokenPipe,
+        Errno::EPIPE => FsError::Host(e),
         e => FsError::from_errno(e),
     }
 }
@@ -248,14 +262,17 @@ fn errno_to_fs(e: Errno) -> FsError {
 impl FileOps for SocketFile {
     fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        let r = self.socket.recv(&call, RecvMsg { bufs, flags: 0, want_control: false }).map_err(errno_to_fs)?;
+        let r = self
+            .socket
+            .recv(&call, RecvMsg { bufs, flags: 0, want_control: false })
+            .map_err(|e| errno_to_fs(&*self.socket, e))?;
         Ok(r.ret)
     }
     fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
         self.socket
             .send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 })
-            .map_err(errno_to_fs)
+            .map_err(|e| errno_to_fs(&*self.socket, e))
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(Stat {
@@ -290,9 +307,9 @@ impl FileOps for SocketFile {
                 } else {
                     interfaces::device_ioctl(&call, mm, cmd, arg)
                 };
-                answer.unwrap_or(Err(Errno::ENOTTY)).map_err(errno_to_fs)
+                answer.unwrap_or(Err(Errno::ENOTTY)).map_err(|e| errno_to_fs(&*self.socket, e))
             }
-            r => r.map_err(errno_to_fs),
+            r => r.map_err(|e| errno_to_fs(&*self.socket, e)),
         }
     }
 }
@@ -309,10 +326,15 @@ pub struct Network {
     pub mode: NetworkMode,
     /// The bound netlink sockets, by port.
     pub netlink_ports: netlink::Ports,
+    /// The sandbox's unix socket names and files in flight.
+    pub unix: Arc<unix::UnixSpace>,
 }
 
 /// The /proc/net files made from the sandbox's interfaces.
 const INTERFACE_FILES: &[&str] = &["dev", "if_inet6", "netstat", "route", "snmp"];
+
+/// The /proc/net socket tables the families here keep.
+const FAMILY_FILES: &[&str] = &["unix"];
 
 /// The socket tables of /proc/net of the families with no sockets here yet:
 /// their headers, as Linux writes them for a namespace without sockets.
@@ -341,7 +363,6 @@ const EMPTY_TABLES: &[(&str, &str)] = &[
         "udp6",
         "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
     ),
-    ("unix", "Num       RefCount Protocol Flags    Type St Inode Path\n"),
 ];
 
 /// `--network`, as runsc and docker name the modes.
@@ -356,13 +377,17 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode, netlink_ports: netlink::Ports::default() })
+        Arc::new(Network { mode, netlink_ports: netlink::Ports::default(), unix: unix::UnixSpace::new() })
     }
 
     /// The names below /proc/net.
     pub fn proc_net_names(&self) -> Vec<String> {
-        let mut v: Vec<String> =
-            INTERFACE_FILES.iter().chain(EMPTY_TABLES.iter().map(|(n, _)| n)).map(|s| s.to_string()).collect();
+        let mut v: Vec<String> = INTERFACE_FILES
+            .iter()
+            .chain(FAMILY_FILES)
+            .chain(EMPTY_TABLES.iter().map(|(n, _)| n))
+            .map(|s| s.to_string())
+            .collect();
         v.sort();
         v
     }
@@ -378,6 +403,7 @@ impl Network {
             "route" => Some(interfaces::proc_net_route()),
             "snmp" => Some(interfaces::proc_net_snmp()),
             "netstat" => Some(interfaces::proc_net_netstat()),
+            "unix" => Some(self.unix.proc_net_unix()),
             _ => EMPTY_TABLES.iter().find(|(n, _)| *n == name).map(|(_, h)| h.to_string()),
         }
     }
@@ -396,7 +422,8 @@ impl Network {
             // Raw IP sockets and packet sockets are refused as runsc refuses
             // them by default: the sandbox holds no CAP_NET_RAW for them.
             n::AF_INET | n::AF_INET6 if kind == n::SOCK_RAW => Err(Errno::EPERM),
-            n::AF_UNIX | n::AF_INET | n::AF_INET6 => Err(Errno::EAFNOSUPPORT),
+            n::AF_UNIX => unix::UnixSocket::create(&self.unix, kind, protocol),
+            n::AF_INET | n::AF_INET6 => Err(Errno::EAFNOSUPPORT),
             n::AF_NETLINK => netlink::create(self, kind, protocol),
             n::AF_PACKET => Err(Errno::EPERM),
             // The families Linux has but the sandbox does not (Bluetooth,
@@ -413,9 +440,8 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<SocketPair, Errno> {
-        let _ = call;
         match family {
-            n::AF_UNIX => Err(Errno::EAFNOSUPPORT),
+            n::AF_UNIX => unix::UnixSocket::create_pair(&self.unix, call, kind, protocol),
             // Linux: socketpair on other families is EOPNOTSUPP once the
             // socket exists.
             n::AF_INET | n::AF_INET6 => Err(Errno::EOPNOTSUPP),
