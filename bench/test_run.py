@@ -101,6 +101,16 @@ class TmpfsCases(unittest.TestCase):
         self.assertEqual(leftovers(), before)
 
 
+class SocketCases(unittest.TestCase):
+    def test_they_run_natively(self):
+        for case in (c for c in run.CASES if c.group == "socket" or c.name == "http_requests"):
+            o = run.run_one(case, run.Platform("native", []), SETTINGS, 60.0, dict(os.environ))
+            self.assertTrue(o.ok, f"{case.name}: {o.reason}")
+            self.assertGreater(o.value_ns, 0)
+            if case.name != "unix_pingpong" and case.name != "tcp_loopback_rr":
+                self.assertIsNotNone(o.extra, case.name)
+
+
 class OutputCheck(unittest.TestCase):
     def test_output_unlike_natives_is_wrong(self):
         env, digests = dict(os.environ), {}
