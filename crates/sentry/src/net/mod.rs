@@ -246,6 +246,11 @@ impl SocketNames for NoNames {
     }
 }
 
+/// The caller of a file operation as credentials name it.
+fn caller_ucred(ctx: &Context) -> Ucred {
+    Ucred { pid: ctx.caller.process_id(), uid: ctx.creds.uid.real, gid: ctx.creds.gid.real }
+}
+
 /// A socket's error as the file operations return it: EPIPE of a stream
 /// socket as a broken pipe, so write(2) raises SIGPIPE (Linux's datagram
 /// and seqpacket sockets give EPIPE without the signal).
@@ -259,7 +264,7 @@ fn errno_to_fs(socket: &dyn Socket, e: Errno) -> FsError {
 
 impl FileOps for SocketFile {
     fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
-        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        let call = NetCall { ctx, ucred: caller_ucred(ctx), names: &NoNames, file: Some(file) };
         let r = self
             .socket
             .recv(&call, RecvMsg { bufs, flags: 0, want_control: false })
@@ -267,7 +272,7 @@ impl FileOps for SocketFile {
         Ok(r.ret)
     }
     fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
-        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        let call = NetCall { ctx, ucred: caller_ucred(ctx), names: &NoNames, file: Some(file) };
         self.socket
             .send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 })
             .map_err(|e| errno_to_fs(&*self.socket, e))
@@ -294,7 +299,7 @@ impl FileOps for SocketFile {
         self.socket.readable_bytes()
     }
     fn ioctl(&self, ctx: &Context, file: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
-        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        let call = NetCall { ctx, ucred: caller_ucred(ctx), names: &NoNames, file: Some(file) };
         self.socket.ioctl(&call, mm, cmd, arg).map_err(|e| errno_to_fs(&*self.socket, e))
     }
 }
