@@ -839,3 +839,92 @@ impl IpOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{Context, Dentry};
+    use crate::net::{RecvMsg, SendMsg, SocketNames, Ucred};
+    use memory::{GuestSlice, GuestSliceMut};
+
+    struct NoNames;
+
+    impl SocketNames for NoNames {
+        fn make_socket_node(&self, _: &[u8]) -> Result<Arc<Dentry>, Errno> {
+            Err(Errno::EINVAL)
+        }
+        fn find_socket_node(&self, _: &[u8]) -> Result<Arc<Dentry>, Errno> {
+            Err(Errno::EINVAL)
+        }
+    }
+
+    fn loopback_v4(port: u16) -> Vec<u8> {
+        sockaddr(false, Endpoint { ip: IpAddr::V4(Ipv4Addr::LOCALHOST), port })
+    }
+
+    fn port_of(s: &dyn Socket) -> u16 {
+        let a = s.local_addr().unwrap();
+        u16::from_be_bytes([a[2], a[3]])
+    }
+
+    /// The publish path's view: a sentry-side client reaches a sandbox
+    /// listener, and data goes both ways without blocking.
+    #[test]
+    fn outside_client_reaches_a_listener() {
+        let ctx = Context::internal();
+        let call = NetCall { ctx: &ctx, ucred: Ucred::default(), names: &NoNames, file: None };
+        let lo = Loopback::new();
+        let listener = lo.create(&call, false, n::SOCK_STREAM, 0).unwrap();
+        listener.bind(&call, &loopback_v4(0)).unwrap();
+        let port = port_of(&*listener);
+        assert_eq!(lo.connect_from_outside(port, false).err(), Some(Errno::ECONNREFUSED));
+        listener.listen(&call, 4).unwrap();
+
+        let outside = lo.connect_from_outside(port, false).unwrap();
+        let (inside, peer) = listener.accept(&call).unwrap();
+        assert_eq!(u16::from_be_bytes([peer[2], peer[3]]), port_of(&*outside));
+        let mut buf = [0u8; 16];
+        assert_eq!(outside.read_nonblocking(&mut buf), Err(Errno::EAGAIN));
+        assert_eq!(outside.write_nonblocking(b"request").unwrap(), 7);
+        let r =
+            inside.recv(&call, RecvMsg { bufs: &[GuestSliceMut::from(&mut buf[..])], flags: 0, want_control: false });
+        assert_eq!(r.unwrap().ret, 7);
+        assert_eq!(&buf[..7], b"request");
+        let sent = inside.send(
+            &call,
+            SendMsg { data: &[GuestSlice::from(&b"reply"[..])], to: None, control: Default::default(), flags: 0 },
+        );
+        assert_eq!(sent.unwrap(), 5);
+        assert!(outside.poll() & crate::fs::POLLIN != 0);
+        assert_eq!(outside.read_nonblocking(&mut buf).unwrap(), 5);
+        outside.shutdown_write().unwrap();
+        let r =
+            inside.recv(&call, RecvMsg { bufs: &[GuestSliceMut::from(&mut buf[..])], flags: 0, want_control: false });
+        assert_eq!(r.unwrap().ret, 0);
+        drop(inside);
+        assert_eq!(outside.read_nonblocking(&mut buf).unwrap(), 0);
+    }
+
+    #[test]
+    fn outside_datagrams_reach_a_bound_socket_and_replies_come_back() {
+        let ctx = Context::internal();
+        let call = NetCall { ctx: &ctx, ucred: Ucred::default(), names: &NoNames, file: None };
+        let lo = Loopback::new();
+        let server = lo.create(&call, false, n::SOCK_DGRAM, 0).unwrap();
+        server.bind(&call, &loopback_v4(0)).unwrap();
+        let outside = lo.udp_from_outside(port_of(&*server), false).unwrap();
+        assert_eq!(outside.send_nonblocking(b"ping").unwrap(), 4);
+        let mut buf = [0u8; 16];
+        let r = server
+            .recv(&call, RecvMsg { bufs: &[GuestSliceMut::from(&mut buf[..])], flags: 0, want_control: false })
+            .unwrap();
+        assert_eq!(r.ret, 4);
+        let from = r.from.unwrap();
+        let reply =
+            SendMsg { data: &[GuestSlice::from(&b"pong"[..])], to: Some(&from), control: Default::default(), flags: 0 };
+        assert_eq!(server.send(&call, reply).unwrap(), 4);
+        assert_eq!(outside.recv_nonblocking(&mut buf).unwrap(), 4);
+        assert_eq!(&buf[..4], b"pong");
+        assert_eq!(outside.recv_nonblocking(&mut buf), Err(Errno::EAGAIN));
+    }
+}
