@@ -531,6 +531,9 @@ static void test_options(void) {
     CHECK_OK(setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof v));
     CHECK(sockopt_int(fd, IPPROTO_IP, IP_TOS) == 16);
     CHECK_ERR(getsockopt(fd, IPPROTO_IP, IP_MTU, &v, &(socklen_t){4}), ENOTCONN);
+    CHECK(sockopt_int(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT) == 0);
+    CHECK_OK(setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one));
+    CHECK(sockopt_int(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT) == 1);
     CHECK_ERR(getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, &(socklen_t){4}), EOPNOTSUPP);
     CHECK_ERR(setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one), ENOPROTOOPT);
     close(fd);

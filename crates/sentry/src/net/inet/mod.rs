@@ -613,6 +613,7 @@ pub(crate) struct IpOptions {
     pub recvttl: bool,
     pub mtu_discover: i32,
     pub freebind: bool,
+    pub bind_address_no_port: bool,
     pub multicast_ttl: i32,
     pub multicast_loop: bool,
     pub multicast_if: [u8; 4],
@@ -639,6 +640,7 @@ impl Default for IpOptions {
             // IP_PMTUDISC_WANT, net.ipv4.ip_no_pmtu_disc's default.
             mtu_discover: 1,
             freebind: false,
+            bind_address_no_port: false,
             multicast_ttl: 1,
             multicast_loop: true,
             multicast_if: [0; 4],
@@ -663,6 +665,7 @@ const IP_RECVTTL: u32 = 12;
 const IP_RECVTOS: u32 = 13;
 const IP_MTU: u32 = 14;
 const IP_FREEBIND: u32 = 15;
+const IP_BIND_ADDRESS_NO_PORT: u32 = 24;
 const IP_MULTICAST_IF: u32 = 32;
 const IP_MULTICAST_TTL: u32 = 33;
 const IP_MULTICAST_LOOP: u32 = 34;
@@ -705,6 +708,7 @@ impl IpOptions {
                 }
             }
             (IPPROTO_IP, IP_FREEBIND) => flag(self.freebind),
+            (IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT) => flag(self.bind_address_no_port),
             (IPPROTO_IP, IP_MULTICAST_IF) => Ok(self.multicast_if.to_vec()),
             (IPPROTO_IP, IP_MULTICAST_TTL) => Ok(int_bytes(self.multicast_ttl)),
             (IPPROTO_IP, IP_MULTICAST_LOOP) => flag(self.multicast_loop),
@@ -743,6 +747,9 @@ impl IpOptions {
             (IPPROTO_IP, IP_RECVTTL) => int_or_byte(value).map(|v| self.recvttl = v != 0),
             (IPPROTO_IP, IP_RECVTOS) => int_or_byte(value).map(|v| self.recvtos = v != 0),
             (IPPROTO_IP, IP_FREEBIND) => int_or_byte(value).map(|v| self.freebind = v != 0),
+            // Every port here is one bind or connect claims at once; the
+            // flag is kept for the application to read back.
+            (IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT) => int_or_byte(value).map(|v| self.bind_address_no_port = v != 0),
             (IPPROTO_IP, IP_MTU_DISCOVER) => {
                 let v = int_or_byte(value)?;
                 if !(0..=5).contains(&v) {
