@@ -51,6 +51,11 @@ pub trait ProcSource: Send + Sync {
     /// Contents of global files, named as in [`GLOBAL_FILES`], and of the
     /// sysctls below /proc/sys ("sys/kernel/pid_max").
     fn global(&self, name: &str) -> Option<Vec<u8>>;
+    /// The files of /proc/PID/net: the sandbox's network, which every
+    /// process shares.
+    fn net_files(&self) -> Vec<String>;
+    /// Contents of /proc/PID/net/`name`.
+    fn net_file(&self, name: &str) -> Option<Vec<u8>>;
 }
 
 /// Per-process files with their modes, as Linux's.
@@ -77,9 +82,6 @@ const WRITABLE_FILES: &[&str] = &["coredump_filter", "oom_score_adj"];
 const THREAD_FILES: &[&str] = &["cmdline", "comm", "environ", "limits", "maps", "stat", "statm", "status"];
 const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg", "version", "filesystems", "mounts"];
 
-/// The files of /proc/net: the sandbox's sockets.
-pub const NET_FILES: &[(&str, u32)] = &[("tcp", 0o444), ("tcp6", 0o444), ("udp", 0o444), ("udp6", 0o444)];
-
 /// The sysctls /proc/sys shows, with their modes. The whole of /proc/sys is
 /// mounted read-only, as container runtimes mount it: the modes are
 /// Linux's, but no value changes.
@@ -98,6 +100,7 @@ pub const SYSCTLS: &[(&str, u32)] = &[
     ("kernel/threads-max", 0o644),
     ("net/core/somaxconn", 0o644),
     ("net/ipv4/ip_local_port_range", 0o644),
+    ("net/unix/max_dgram_qlen", 0o644),
     ("vm/max_map_count", 0o644),
     ("vm/overcommit_memory", 0o644),
 ];
@@ -146,8 +149,9 @@ impl DirSource for ProcRoot {
                     Ok(format!("{}/task/{}", src.current_pid(), src.current_tid()).into_bytes())
                 }))
             }
-            b"net" => Some(sysctl_dir(&self.src, "net", NET_FILES)),
             b"sys" => Some(sysctl_dir(&self.src, "sys", &SYSCTLS.iter().map(|(n, m)| (*n, *m)).collect::<Vec<_>>())),
+            // As Linux: the calling process's network namespace.
+            b"net" => Some(SynthSymlink::inode(b"self/net")),
             _ => {
                 let s = std::str::from_utf8(name).ok()?;
                 if let Ok(pid) = s.parse::<i32>() {
@@ -196,7 +200,7 @@ struct ProcessDir {
 
 impl DirSource for ProcessDir {
     fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
-        let names = PROCESS_FILES.iter().map(|(n, _)| *n).chain(["root", "cwd", "exe", "fd", "fdinfo", "task"]);
+        let names = PROCESS_FILES.iter().map(|(n, _)| *n).chain(["root", "cwd", "exe", "fd", "fdinfo", "net", "task"]);
         names.filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
     }
 
@@ -213,6 +217,7 @@ impl DirSource for ProcessDir {
             b"task" => {
                 Some(SynthDir::with_source(Box::new(TaskDir { src: src.clone(), pid }), 0o555, owner_of(&src, pid)))
             }
+            b"net" => Some(SynthDir::with_source(Box::new(NetDir { src: src.clone() }), 0o555, owner_of(&src, pid))),
             _ => {
                 let n = std::str::from_utf8(name).ok()?;
                 let &(n, mode) = PROCESS_FILES.iter().find(|(f, _)| *f == n)?;
@@ -228,6 +233,27 @@ impl DirSource for ProcessDir {
                 })
             }
         }
+    }
+}
+
+/// /proc/PID/net: the network's files, root's as Linux has them.
+struct NetDir {
+    src: Arc<dyn ProcSource>,
+}
+
+impl DirSource for NetDir {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        let names = self.src.net_files();
+        names.iter().filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        let n = std::str::from_utf8(name).ok()?.to_string();
+        if !self.src.net_files().contains(&n) {
+            return None;
+        }
+        let src = self.src.clone();
+        Some(SynthFile::inode(0o444, None, move || src.net_file(&n).ok_or(FsError::NotFound)))
     }
 }
 

@@ -375,9 +375,14 @@ impl ProcSource for KernelProcSource {
                             inode: Some(Arc::new(StreamInode(e.file.ops.clone())) as Arc<dyn crate::fs::Inode>),
                         }
                     }
-                    (None, None) => FdTarget::Anonymous {
-                        desc: e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").as_bytes().to_vec(),
-                        inode: None,
+                    (None, None) => match e.file.ops.downcast_ref::<crate::net::SocketFile>() {
+                        Some(s) => {
+                            FdTarget::Anonymous { desc: format!("socket:[{}]", s.ino()).into_bytes(), inode: None }
+                        }
+                        None => FdTarget::Anonymous {
+                            desc: e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").as_bytes().to_vec(),
+                            inode: None,
+                        },
                     },
                 };
                 (fd, target)
@@ -439,20 +444,18 @@ impl ProcSource for KernelProcSource {
         }
     }
 
+    fn net_files(&self) -> Vec<String> {
+        self.kernel.upgrade().map_or_else(Vec::new, |k| k.net.proc_net_names())
+    }
+
+    fn net_file(&self, name: &str) -> Option<Vec<u8>> {
+        self.kernel.upgrade()?.net.proc_net_file(name).map(String::into_bytes)
+    }
+
     fn global(&self, name: &str) -> Option<Vec<u8>> {
         let k = self.kernel.upgrade()?;
         if let Some(sysctl) = name.strip_prefix("sys/") {
             return sysctl_value(&k, sysctl).map(|v| format!("{v}\n").into_bytes());
-        }
-        if let Some(file) = name.strip_prefix("net/") {
-            let lo = &k.net.loopback;
-            return match file {
-                "tcp" => Some(lo.proc_tcp(false).into_bytes()),
-                "tcp6" => Some(lo.proc_tcp(true).into_bytes()),
-                "udp" => Some(lo.proc_udp(false).into_bytes()),
-                "udp6" => Some(lo.proc_udp(true).into_bytes()),
-                _ => None,
-            };
         }
         let cpus = k.config.cpus;
         match name {
@@ -577,6 +580,7 @@ fn sysctl_value(k: &Kernel, name: &str) -> Option<String> {
         // Linux's defaults, until the sandbox has sockets to apply them to.
         "net/ipv4/ip_local_port_range" => "32768\t60999".into(),
         "net/core/somaxconn" => "4096".into(),
+        "net/unix/max_dgram_qlen" => crate::net::unix::MAX_DGRAM_QLEN.to_string(),
         _ => return None,
     })
 }
@@ -698,6 +702,21 @@ pub struct KernelSysSource {
 impl SysSource for KernelSysSource {
     fn cpus(&self) -> usize {
         self.kernel.upgrade().map_or(1, |k| k.config.cpus)
+    }
+
+    fn net_interfaces(&self) -> Vec<crate::fs::sys::NetInterfaceFiles> {
+        crate::net::interfaces::interfaces()
+            .iter()
+            .map(|i| {
+                let attrs = crate::net::interfaces::SYS_CLASS_NET_ATTRS
+                    .iter()
+                    .filter_map(|a| {
+                        crate::net::interfaces::sys_class_net(i.name, a).map(|v| (a.to_string(), v.into_bytes()))
+                    })
+                    .collect();
+                (i.name.to_string(), attrs)
+            })
+            .collect()
     }
 
     fn cgroup(&self, name: &str) -> Option<Vec<u8>> {
