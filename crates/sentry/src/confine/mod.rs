@@ -12,8 +12,10 @@
 //!
 //! - namespaces: user (only for a caller who is not root: it maps the
 //!   caller's ids to themselves, so the sentry keeps them), mount, PID,
-//!   network, IPC and UTS. A kind the host refuses is done without, with
-//!   one debug line (`RUST_LOG=debug`); the run goes on.
+//!   network (but with `--network=host`), IPC and UTS. A kind the host
+//!   refuses is done without, with one debug line (`RUST_LOG=debug`); the
+//!   run goes on. Published ports' listeners are made before, in the
+//!   host's network namespace, where they stay.
 //! - a root of its own: a read-only tmpfs holding only `/rootfs`, a
 //!   read-only (`nosuid`, `nodev`) copy of the served root's mount tree,
 //!   `/binds/N`, a `nosuid`, `nodev` copy of each bind mount's source,
@@ -115,12 +117,29 @@ pub fn close_inherited_descriptors() {
 }
 
 /// Which side of the fork the caller of [`isolate`] is on.
-pub enum Role {
+pub enum Role<T> {
     /// The monitor, once the sentry has ended: cordon exits with this
     /// status.
     Monitor(u8),
-    /// The sentry, to build the sandbox and then [`Isolation::lock_down`].
-    Sentry(Isolation),
+    /// The sentry, to build the sandbox and then [`Isolation::lock_down`],
+    /// with what [`isolate`] was given for the sentry alone.
+    Sentry(Isolation, T),
+}
+
+/// What the sentry does on the host's network; see [`seccomp`] for the
+/// calls each allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostNetwork {
+    /// Nothing: the sentry has a network namespace of its own, empty, and
+    /// makes no socket.
+    None,
+    /// Published ports (`-p`): listening host sockets made before
+    /// [`isolate`], which stay in the host's namespace, and the
+    /// connections they accept. The sentry makes no socket itself.
+    Published,
+    /// `--network=host`: the sentry keeps the host's network namespace
+    /// and makes TCP and UDP sockets there for the sandbox.
+    Host,
 }
 
 /// The sentry's side of the confinement, between [`isolate`] and
@@ -137,6 +156,8 @@ pub struct Isolation {
     own_proc: bool,
     /// A bind mount is writable: the sentry changes host files.
     writable_binds: bool,
+    /// What the sentry does on the host's network.
+    network: HostNetwork,
     /// The sentry's own root was built: all it holds is read-only but the
     /// writable binds.
     private_root: bool,
@@ -146,9 +167,17 @@ pub struct Isolation {
 }
 
 /// Makes the namespaces and forks the monitor off (see the module's
-/// documentation). `rootfs` is the host directory the sandbox will serve.
+/// documentation). `rootfs` is the host directory the sandbox will serve;
+/// `network` says whether the sentry keeps the host's network namespace
+/// (only for `--network=host`); `sentry_only` is what the sentry alone
+/// keeps (published ports' listeners): the monitor lets it go at once.
 /// Must be called while the process has a single thread.
-pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError> {
+pub fn isolate<T>(
+    rootfs: &Path,
+    binds: &[BindSource],
+    network: HostNetwork,
+    sentry_only: T,
+) -> Result<Role<T>, ConfineError> {
     let root = rustix::process::geteuid().is_root();
     // Blocked before the fork: the monitor waits for these, and the sentry
     // (the first process of a PID namespace, which drops signals it does
@@ -171,7 +200,11 @@ pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError
     };
     let mount_ns = made(UnshareFlags::NEWNS, "mount");
     let pid_ns = made(UnshareFlags::NEWPID, "PID");
-    made(UnshareFlags::NEWNET, "network");
+    // Host sockets are made in the namespace the sentry is in when it
+    // makes them: only `--network=host` needs the host's.
+    if network != HostNetwork::Host {
+        made(UnshareFlags::NEWNET, "network");
+    }
     made(UnshareFlags::NEWIPC, "IPC");
     made(UnshareFlags::NEWUTS, "UTS");
     if !missing.is_empty() {
@@ -189,6 +222,7 @@ pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError
     }
     if pid > 0 {
         drop(from_monitor);
+        drop(sentry_only);
         // The monitor needs no right at all: it waits, reads signals and
         // writes to a pipe.
         if let Err(e) = give_up_privileges(root, user_ns, CapabilitySet::empty(), false)
@@ -207,6 +241,7 @@ pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError
         new_root: None,
         own_proc: false,
         writable_binds: binds.iter().any(|b| b.writable),
+        network,
         private_root: false,
         from_monitor: Some(from_monitor),
     };
@@ -216,7 +251,7 @@ pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError
     if mount_ns && let Err(e) = isolation.prepare_root(rootfs, binds, pid_ns) {
         tracing::debug!("the sentry keeps the host's root: {e}");
     }
-    Ok(Role::Sentry(isolation))
+    Ok(Role::Sentry(isolation, sentry_only))
 }
 
 /// Blocks `sig` in the calling thread (and the threads it makes later).
@@ -485,7 +520,7 @@ impl Isolation {
         }
         self.drop_identity()?;
         rustix::thread::set_no_new_privs(true).map_err(failed("PR_SET_NO_NEW_PRIVS"))?;
-        seccomp::install(self.writable_binds)
+        seccomp::install(self.writable_binds, self.network)
             .map_err(|e| ConfineError { what: "installing the seccomp filter", err: e })?;
         Ok(())
     }

@@ -28,7 +28,9 @@ use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, S
 use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
+pub mod hostinet;
 pub mod options;
+pub mod publish;
 
 /// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
 pub const SOCKADDR_MAX: usize = 128;
@@ -318,8 +320,9 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<Arc<dyn Socket>, Errno> {
-        let _ = (call, kind, protocol);
+        let _ = call;
         match family {
+            n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::Host => hostinet::create(family, kind, protocol),
             n::AF_UNIX | n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EAFNOSUPPORT),
             // A container without CAP_NET_RAW gets EPERM for packet sockets.
             n::AF_PACKET => Err(Errno::EPERM),
