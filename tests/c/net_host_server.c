@@ -1,7 +1,7 @@
-/* An inet server a client on the host reaches: listens on a port the
- * kernel chooses on the loopback of family argv[1] ("4" or "6"), prints
- * "listening PORT" once it listens, then serves argv[2] connections (1 if
- * not given): reads a line, answers "echo: LINE" and closes. Blocks in
+/* An inet server a client on the host reaches: listens on the loopback
+ * of family argv[1] ("4" or "6"), on port argv[3] or one the kernel
+ * chooses, prints "listening PORT" once it listens, then serves argv[2]
+ * connections (1 if not given): reads a line, answers "echo: LINE" and closes. Blocks in
  * accept (the first connection) and in poll (the others), then accept4
  * with flags. The peer's address is the client's. */
 #include <arpa/inet.h>
@@ -35,6 +35,7 @@ static void serve(int s) {
 int main(int argc, char **argv) {
     int six = argc > 1 && strcmp(argv[1], "6") == 0;
     int count = argc > 2 ? atoi(argv[2]) : 1;
+    int want = argc > 3 ? atoi(argv[3]) : 0;
     int l = socket(six ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
     CHECK(l >= 0);
     int one = 1;
@@ -45,11 +46,13 @@ int main(int argc, char **argv) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&addr;
         a->sin6_family = AF_INET6;
         a->sin6_addr = in6addr_loopback;
+        a->sin6_port = htons(want);
         len = sizeof *a;
     } else {
         struct sockaddr_in *a = (struct sockaddr_in *)&addr;
         a->sin_family = AF_INET;
         a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a->sin_port = htons(want);
         len = sizeof *a;
     }
     CHECK_OK(bind(l, (struct sockaddr *)&addr, len));
