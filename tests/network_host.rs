@@ -134,3 +134,26 @@ fn resolution_files_are_the_hosts() {
     );
     common::assert_same("resolution files", &out, &native);
 }
+
+/// Runs a C program natively and with --network=host in every variant;
+/// both pass with the same output.
+fn host_network_c_test(name: &str) {
+    for variant in common::VARIANTS {
+        let prog = common::c_program(name, variant);
+        let p = prog.to_str().expect("utf-8 path");
+        let what = format!("{name}-{variant}");
+        let native = common::native(p, &[], None);
+        assert!(native.status.success(), "{what} fails natively:\n{}", String::from_utf8_lossy(&native.stderr));
+        let out = common::finish_within(common::spawn_cordon_with(&["--network=host"], &[p]), HANG, &what);
+        common::assert_same(&what, &out, &native);
+    }
+}
+
+/// Host sockets' readiness as Linux reports it: edge-triggered epoll sees
+/// each arrival once, level-triggered epoll and poll what is there, and
+/// blocked readers and accepts are woken.
+#[test]
+fn readiness_of_host_sockets() {
+    require_kvm!();
+    host_network_c_test("net_host_epoll");
+}

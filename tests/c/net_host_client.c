@@ -3,7 +3,8 @@
  * (EINPROGRESS, poll, SO_ERROR), a request and the whole reply, names,
  * TCP and socket options, MSG_PEEK and FIONREAD, half-close, and the
  * errors Linux gives: ECONNREFUSED from a port nothing listens on,
- * EISCONN, ENOTCONN, EAGAIN after SO_RCVTIMEO, EPROTONOSUPPORT, EINVAL.
+ * EISCONN, ENOTCONN, EAGAIN after SO_RCVTIMEO, EPROTONOSUPPORT, EINVAL,
+ * EACCES for a privileged port but to root.
  * UDP between two sockets of its own: sendto/recvfrom, connect, MSG_TRUNC.
  * Run natively and in the sandbox with --network=host: both are the
  * host's network, so every answer is Linux's. */
@@ -15,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "t.h"
@@ -193,5 +195,26 @@ int main(int argc, char **argv) {
     CHECK_ERR(recv(a, buf, sizeof buf, MSG_DONTWAIT), EAGAIN);
     close(a);
     close(b);
+
+    /* A privileged port: root binds one, anyone else gets EACCES. */
+    if (geteuid() == 0) {
+        int priv = socket(AF_INET, SOCK_STREAM, 0), bound = -1;
+        for (int port = 900; port < 1000 && bound != 0; port++) {
+            struct sockaddr_in pa = v4(port);
+            bound = bind(priv, (struct sockaddr *)&pa, sizeof pa);
+            CHECK(bound == 0 || errno == EADDRINUSE);
+        }
+        CHECK(bound == 0);
+        close(priv);
+        pid_t child = fork();
+        if (child == 0) {
+            int ok = setgid(65534) == 0 && setuid(65534) == 0;
+            int s = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in pa = v4(999);
+            _exit(ok && bind(s, (struct sockaddr *)&pa, sizeof pa) == -1 && errno == EACCES ? 0 : 1);
+        }
+        int status;
+        CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
     return done();
 }

@@ -46,7 +46,9 @@
 //!   no capability at all: it writes where it could outside. The bounding
 //!   and ambient sets are emptied either way, and the sentry is not
 //!   dumpable (no other process of its uid may ptrace it or read its
-//!   memory).
+//!   memory). With `--network=host`, root's sentry keeps
+//!   `CAP_NET_BIND_SERVICE` too: the sandbox's root may listen on a
+//!   privileged port of the host, as root could.
 //! - `PR_SET_NO_NEW_PRIVS`, and the seccomp allow-list of [`seccomp`]
 //!   whose default action kills the sentry.
 //!
@@ -548,13 +550,19 @@ impl Isolation {
         // Only within the root that bounds it: a sentry left on the host's
         // root keeps no right to write as root's.
         let root_writes = self.root && self.writable_binds && self.private_root;
-        let keep = if root_writes {
+        let mut keep = if root_writes {
             CapabilitySet::DAC_READ_SEARCH | CapabilitySet::DAC_OVERRIDE | CapabilitySet::FOWNER | CapabilitySet::CHOWN
         } else if self.root {
             CapabilitySet::DAC_READ_SEARCH
         } else {
             CapabilitySet::empty()
         };
+        // On the host's network, the sandbox's root may listen on a
+        // privileged port, as root could outside (the sentry asks the
+        // caller's own capability first).
+        if self.root && self.network == HostNetwork::Host {
+            keep |= CapabilitySet::NET_BIND_SERVICE;
+        }
         give_up_privileges(self.root, self.user_ns, keep, root_writes)?;
         // The change of ids cleared the parent-death signal.
         if let Some(from_monitor) = &self.from_monitor {

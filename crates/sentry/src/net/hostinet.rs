@@ -27,6 +27,7 @@ use linux_raw_sys::net as n;
 use memory::{GuestSlice, GuestSliceMut};
 
 use super::{NetCall, Received, RecvMsg, SOCKADDR_MAX, SendMsg, Socket};
+use crate::auth::cap;
 use crate::errno::Errno;
 use crate::mm::MemoryManager;
 use crate::waiter::{BlockError, WaitQueue};
@@ -42,6 +43,10 @@ const SO_SNDTIMEO_NEW: u32 = 67;
 const SEND_FLAGS: u32 = n::MSG_OOB | n::MSG_DONTROUTE | n::MSG_EOR | n::MSG_MORE | n::MSG_CONFIRM;
 /// MSG_* flags an application's receive may pass to the host.
 const RECV_FLAGS: u32 = n::MSG_OOB | n::MSG_PEEK | n::MSG_TRUNC;
+
+/// net.ipv4.ip_unprivileged_port_start: binding a port below it takes
+/// CAP_NET_BIND_SERVICE.
+const UNPRIVILEGED_PORT_START: u16 = 1024;
 
 /// The obsolete packet socket type, which AF_INET turns into AF_PACKET.
 const SOCK_PACKET: u32 = 10;
@@ -376,7 +381,13 @@ impl Socket for HostSocket {
         self.protocol
     }
 
-    fn bind(&self, _: &NetCall, addr: &[u8]) -> Result<(), Errno> {
+    fn bind(&self, call: &NetCall, addr: &[u8]) -> Result<(), Errno> {
+        // The host asks the sentry's capability for a privileged port; the
+        // caller's own is asked here, as Linux's inet_bind does.
+        let port = addr.get(2..4).map_or(0, |p| u16::from_be_bytes([p[0], p[1]]));
+        if port != 0 && port < UNPRIVILEGED_PORT_START && !call.ctx.creds.has(cap::NET_BIND_SERVICE) {
+            return Err(Errno::EACCES);
+        }
         // SAFETY: `addr` is a live buffer of the length given; the host
         // checks the address and only reads it.
         let r = unsafe { libc::bind(self.raw(), addr.as_ptr().cast(), addr.len() as u32) };
