@@ -143,6 +143,7 @@ static void posix_child(void) {
     CHECK(hear(to_child[0]) == 'c');
     fl = probe(fd, F_GETLK, 0, 0);
     CHECK(fl.l_type == F_UNLCK);
+    say(to_parent[1], 'r');
     /* F_SETLKW: the parent takes [0, 10) again and says so; this waits until
      * it lets go. */
     CHECK(hear(to_child[0]) == 'w');
@@ -183,6 +184,8 @@ static void posix_locks(void) {
     CHECK(fl.l_type == F_WRLCK && fl.l_pid == pid && fl.l_start == 40 && fl.l_len == 20);
     fl = probe(fd, F_GETLK, 0, 40);
     CHECK(fl.l_type == F_UNLCK);
+    /* Not before the child has seen this process holding nothing. */
+    CHECK(hear(to_parent[0]) == 'r');
     CHECK(lock(fd, F_SETLK, F_WRLCK, 0, 10) == 0);
     say(to_child[1], 'w');
     CHECK(lock(fd, F_SETLK, F_UNLCK, 0, 10) == 0);

@@ -51,6 +51,11 @@ pub trait ProcSource: Send + Sync {
     /// Contents of global files, named as in [`GLOBAL_FILES`], and of the
     /// sysctls below /proc/sys ("sys/kernel/pid_max").
     fn global(&self, name: &str) -> Option<Vec<u8>>;
+    /// The files of /proc/PID/net: the sandbox's network, which every
+    /// process shares.
+    fn net_files(&self) -> Vec<String>;
+    /// Contents of /proc/PID/net/`name`.
+    fn net_file(&self, name: &str) -> Option<Vec<u8>>;
 }
 
 /// Per-process files with their modes, as Linux's.
@@ -122,6 +127,7 @@ impl DirSource for ProcRoot {
             }
         }
         v.push((b"sys".to_vec(), self.lookup(b"sys").expect("sys")));
+        v.push((b"net".to_vec(), self.lookup(b"net").expect("net")));
         v.push((b"self".to_vec(), self.lookup(b"self").expect("self")));
         v.push((b"thread-self".to_vec(), self.lookup(b"thread-self").expect("thread-self")));
         for pid in self.src.pids() {
@@ -143,6 +149,8 @@ impl DirSource for ProcRoot {
                 }))
             }
             b"sys" => Some(sysctl_dir(&self.src, "sys", &SYSCTLS.iter().map(|(n, m)| (*n, *m)).collect::<Vec<_>>())),
+            // As Linux: the calling process's network namespace.
+            b"net" => Some(SynthSymlink::inode(b"self/net")),
             _ => {
                 let s = std::str::from_utf8(name).ok()?;
                 if let Ok(pid) = s.parse::<i32>() {
@@ -191,7 +199,7 @@ struct ProcessDir {
 
 impl DirSource for ProcessDir {
     fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
-        let names = PROCESS_FILES.iter().map(|(n, _)| *n).chain(["root", "cwd", "exe", "fd", "fdinfo", "task"]);
+        let names = PROCESS_FILES.iter().map(|(n, _)| *n).chain(["root", "cwd", "exe", "fd", "fdinfo", "net", "task"]);
         names.filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
     }
 
@@ -208,6 +216,7 @@ impl DirSource for ProcessDir {
             b"task" => {
                 Some(SynthDir::with_source(Box::new(TaskDir { src: src.clone(), pid }), 0o555, owner_of(&src, pid)))
             }
+            b"net" => Some(SynthDir::with_source(Box::new(NetDir { src: src.clone() }), 0o555, owner_of(&src, pid))),
             _ => {
                 let n = std::str::from_utf8(name).ok()?;
                 let &(n, mode) = PROCESS_FILES.iter().find(|(f, _)| *f == n)?;
@@ -223,6 +232,27 @@ impl DirSource for ProcessDir {
                 })
             }
         }
+    }
+}
+
+/// /proc/PID/net: the network's files, root's as Linux has them.
+struct NetDir {
+    src: Arc<dyn ProcSource>,
+}
+
+impl DirSource for NetDir {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
+        let names = self.src.net_files();
+        names.iter().filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        let n = std::str::from_utf8(name).ok()?.to_string();
+        if !self.src.net_files().contains(&n) {
+            return None;
+        }
+        let src = self.src.clone();
+        Some(SynthFile::inode(0o444, None, move || src.net_file(&n).ok_or(FsError::NotFound)))
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::synthetic::{SynthDir, SynthFile};
+use super::synthetic::{SynthDir, SynthFile, SynthSymlink};
 use super::{FsError, Inode};
 
 /// What /sys needs to know about the sandbox.
@@ -15,7 +15,13 @@ pub trait SysSource: Send + Sync {
     /// Contents of a cgroup v2 interface file of the sandbox's cgroup
     /// (one of [`CGROUP_FILES`]).
     fn cgroup(&self, name: &str) -> Option<Vec<u8>>;
+    /// The network interfaces, each with its attribute files (ifindex,
+    /// mtu, address...): fixed for the sandbox's life.
+    fn net_interfaces(&self) -> Vec<NetInterfaceFiles>;
 }
+
+/// An interface's name and its attribute files, as (name, contents).
+pub type NetInterfaceFiles = (String, Vec<(String, Vec<u8>)>);
 
 /// The cgroup v2 files of the sandbox's cgroup, which it sees as the root
 /// of its own cgroup namespace, as a container does.
@@ -64,11 +70,30 @@ pub fn new_sysfs(src: Arc<dyn SysSource>) -> (Arc<dyn Inode>, Arc<dyn Inode>) {
             .collect(),
     );
     let system = SynthDir::new(vec![(b"cpu".to_vec(), cpu as Arc<dyn Inode>)]);
-    let devices = SynthDir::new(vec![(b"system".to_vec(), system as Arc<dyn Inode>)]);
+    // Each interface's directory is under devices/virtual/net, and
+    // class/net links to it, as Linux lays out a virtual device.
+    let interfaces = src.net_interfaces();
+    let mut net_devices: Vec<(Vec<u8>, Arc<dyn Inode>)> = Vec::new();
+    let mut net_class: Vec<(Vec<u8>, Arc<dyn Inode>)> = Vec::new();
+    for (name, attrs) in interfaces {
+        let files = attrs.into_iter().map(|(a, v)| (a.into_bytes(), SynthDir::file_with(v))).collect();
+        net_devices.push((name.as_bytes().to_vec(), SynthDir::new(files) as Arc<dyn Inode>));
+        let target = format!("../../devices/virtual/net/{name}");
+        net_class.push((name.into_bytes(), SynthSymlink::inode(target.as_bytes())));
+    }
+    let virtual_net = SynthDir::new(vec![(b"net".to_vec(), SynthDir::new(net_devices) as Arc<dyn Inode>)]);
+    let devices = SynthDir::new(vec![
+        (b"system".to_vec(), system as Arc<dyn Inode>),
+        (b"virtual".to_vec(), virtual_net as Arc<dyn Inode>),
+    ]);
+    let class = SynthDir::new(vec![(b"net".to_vec(), SynthDir::new(net_class) as Arc<dyn Inode>)]);
     let cgroup = new_cgroupfs(src);
     let fs = SynthDir::new(vec![(b"cgroup".to_vec(), cgroup.clone())]);
-    let root =
-        SynthDir::new(vec![(b"devices".to_vec(), devices as Arc<dyn Inode>), (b"fs".to_vec(), fs as Arc<dyn Inode>)]);
+    let root = SynthDir::new(vec![
+        (b"class".to_vec(), class as Arc<dyn Inode>),
+        (b"devices".to_vec(), devices as Arc<dyn Inode>),
+        (b"fs".to_vec(), fs as Arc<dyn Inode>),
+    ]);
     (root, cgroup)
 }
 

@@ -29,6 +29,8 @@ use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
 pub mod hostinet;
+pub mod interfaces;
+pub mod netlink;
 pub mod options;
 pub mod publish;
 
@@ -280,7 +282,20 @@ impl FileOps for SocketFile {
     }
     fn ioctl(&self, ctx: &Context, file: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        self.socket.ioctl(&call, mm, cmd, arg).map_err(errno_to_fs)
+        match self.socket.ioctl(&call, mm, cmd, arg) {
+            // As Linux's sock_do_ioctl: what the family does not answer,
+            // the interface ioctls of every socket may, and an AF_INET
+            // socket's also the address ones (inet_ioctl's devinet_ioctl).
+            Err(Errno::ENOTTY) => {
+                let answer = if self.socket.family() == n::AF_INET {
+                    interfaces::interface_ioctl(&call, mm, cmd, arg)
+                } else {
+                    interfaces::device_ioctl(&call, mm, cmd, arg)
+                };
+                answer.unwrap_or(Err(Errno::ENOTTY)).map_err(errno_to_fs)
+            }
+            r => r.map_err(errno_to_fs),
+        }
     }
 }
 
@@ -294,7 +309,42 @@ pub type SocketPair = (Arc<dyn Socket>, Arc<dyn Socket>);
 pub struct Network {
     /// How inet sockets reach out (`--network`).
     pub mode: NetworkMode,
+    /// The bound netlink sockets, by port.
+    pub netlink_ports: netlink::Ports,
 }
+
+/// The /proc/net files made from the sandbox's interfaces.
+const INTERFACE_FILES: &[&str] = &["dev", "if_inet6", "netstat", "route", "snmp"];
+
+/// The socket tables of /proc/net of the families with no sockets here yet:
+/// their headers, as Linux writes them for a namespace without sockets.
+const EMPTY_TABLES: &[(&str, &str)] = &[
+    (
+        "raw",
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
+    ),
+    (
+        "raw6",
+        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
+    ),
+    (
+        "tcp",
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode                                                     \n",
+    ),
+    (
+        "tcp6",
+        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n",
+    ),
+    (
+        "udp",
+        "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops            \n",
+    ),
+    (
+        "udp6",
+        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
+    ),
+    ("unix", "Num       RefCount Protocol Flags    Type St Inode Path\n"),
+];
 
 /// `--network`, as runsc and docker name the modes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -308,7 +358,30 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode })
+        Arc::new(Network { mode, netlink_ports: netlink::Ports::default() })
+    }
+
+    /// The names below /proc/net.
+    pub fn proc_net_names(&self) -> Vec<String> {
+        let mut v: Vec<String> =
+            INTERFACE_FILES.iter().chain(EMPTY_TABLES.iter().map(|(n, _)| n)).map(|s| s.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    /// The contents of /proc/net/`name`, None if there is no such file:
+    /// the interfaces' files, and each family's table of its sockets (a
+    /// family answers its own names here; one without sockets in the
+    /// sandbox shows the header alone).
+    pub fn proc_net_file(&self, name: &str) -> Option<String> {
+        match name {
+            "dev" => Some(interfaces::proc_net_dev()),
+            "if_inet6" => Some(interfaces::proc_net_if_inet6()),
+            "route" => Some(interfaces::proc_net_route()),
+            "snmp" => Some(interfaces::proc_net_snmp()),
+            "netstat" => Some(interfaces::proc_net_netstat()),
+            _ => EMPTY_TABLES.iter().find(|(n, _)| *n == name).map(|(_, h)| h.to_string()),
+        }
     }
 
     /// socket(2): a new socket of `family`, `kind` (SOCK_* without flags)
@@ -322,11 +395,15 @@ impl Network {
     ) -> Result<Arc<dyn Socket>, Errno> {
         let _ = call;
         match family {
+            // Raw IP sockets and packet sockets are refused as runsc refuses
+            // them by default: the sandbox holds no CAP_NET_RAW for them.
+            n::AF_INET | n::AF_INET6 if kind == n::SOCK_RAW => Err(Errno::EPERM),
             n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::Host => hostinet::create(family, kind, protocol),
-            n::AF_UNIX | n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EAFNOSUPPORT),
-            // A container without CAP_NET_RAW gets EPERM for packet sockets.
+            n::AF_UNIX | n::AF_INET | n::AF_INET6 => Err(Errno::EAFNOSUPPORT),
+            n::AF_NETLINK => netlink::create(self, kind, protocol),
             n::AF_PACKET => Err(Errno::EPERM),
-            f if f >= n::AF_MAX => Err(Errno::EAFNOSUPPORT),
+            // The families Linux has but the sandbox does not (Bluetooth,
+            // AF_ALG, vsock, CAN, TIPC...).
             _ => Err(Errno::EAFNOSUPPORT),
         }
     }
@@ -339,12 +416,13 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<SocketPair, Errno> {
-        let _ = (call, kind, protocol);
+        let _ = call;
         match family {
             n::AF_UNIX => Err(Errno::EAFNOSUPPORT),
             // Linux: socketpair on other families is EOPNOTSUPP once the
             // socket exists.
-            n::AF_INET | n::AF_INET6 | n::AF_NETLINK => Err(Errno::EOPNOTSUPP),
+            n::AF_INET | n::AF_INET6 => Err(Errno::EOPNOTSUPP),
+            n::AF_NETLINK => netlink::create(self, kind, protocol).and(Err(Errno::EOPNOTSUPP)),
             _ => Err(Errno::EAFNOSUPPORT),
         }
     }

@@ -84,6 +84,17 @@ fn int_bytes(v: i32) -> Vec<u8> {
     v.to_ne_bytes().to_vec()
 }
 
+/// A buffer size set with SO_SNDBUF or SO_RCVBUF (`force`: the *FORCE
+/// variant, past the sysctl's `max`, for CAP_NET_ADMIN): double what was
+/// asked, as Linux keeps room for its bookkeeping, and at least `min`.
+fn buffer_size(creds: &Creds, asked: i32, force: bool, max: u32, min: u32) -> Result<u32, Errno> {
+    if force && !creds.has(cap::NET_ADMIN) {
+        return Err(Errno::EPERM);
+    }
+    let limit = if force { i32::MAX as u32 / 2 } else { max };
+    Ok(((asked.max(0) as u32).min(limit) * 2).max(min))
+}
+
 /// A timeval of SO_RCVTIMEO or SO_SNDTIMEO (both layouts are two 64-bit
 /// fields on x86_64): None for no timeout.
 fn timeout_of(value: &[u8]) -> Result<Option<Duration>, Errno> {
@@ -225,22 +236,14 @@ impl SocketOptions {
         let set_flag = |f: &mut bool| int().map(|i| *f = i != 0);
         let r = match name {
             n::SO_SNDBUF | n::SO_SNDBUFFORCE => int().and_then(|i| {
-                if name == n::SO_SNDBUFFORCE && !creds.has(cap::NET_ADMIN) {
-                    return Err(Errno::EPERM);
-                }
-                let cap_at = if name == n::SO_SNDBUFFORCE { i32::MAX as u32 / 2 } else { WMEM_MAX };
-                let want = (i.max(0) as u32).min(cap_at);
-                v.sndbuf = (want * 2).max(MIN_SNDBUF);
+                let force = name == n::SO_SNDBUFFORCE;
+                v.sndbuf = buffer_size(creds, i, force, WMEM_MAX, MIN_SNDBUF)?;
                 v.sndbuf_locked = true;
                 Ok(())
             }),
             n::SO_RCVBUF | n::SO_RCVBUFFORCE => int().and_then(|i| {
-                if name == n::SO_RCVBUFFORCE && !creds.has(cap::NET_ADMIN) {
-                    return Err(Errno::EPERM);
-                }
-                let cap_at = if name == n::SO_RCVBUFFORCE { i32::MAX as u32 / 2 } else { RMEM_MAX };
-                let want = (i.max(0) as u32).min(cap_at);
-                v.rcvbuf = (want * 2).max(MIN_RCVBUF);
+                let force = name == n::SO_RCVBUFFORCE;
+                v.rcvbuf = buffer_size(creds, i, force, RMEM_MAX, MIN_RCVBUF)?;
                 v.rcvbuf_locked = true;
                 Ok(())
             }),

@@ -561,7 +561,13 @@ fn read_msghdr(task: &Task, addr: u64) -> Result<(MsgHdr, Vec<Segment>), SysErro
 
 fn sendmsg_one(task: &mut Task, f: &OpenFile, s: &Arc<dyn Socket>, addr: u64, flags: u32) -> SysResult {
     let (hdr, segs) = read_msghdr(task, addr)?;
-    let to = if hdr.name != 0 && hdr.namelen != 0 { Some(read_addr(task, hdr.name, hdr.namelen)?) } else { None };
+    // A longer name is cut to sockaddr_storage's size, not refused
+    // (copy_msghdr_from_user); a negative one is EINVAL.
+    if (hdr.namelen as i32) < 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let namelen = hdr.namelen.min(SOCKADDR_MAX as u32);
+    let to = if hdr.name != 0 && namelen != 0 { Some(read_addr(task, hdr.name, namelen)?) } else { None };
     let control = read_control(task, hdr.control, hdr.controllen as usize)?;
     send_one(task, f, s, &segs, to.as_deref(), control, flags)
 }

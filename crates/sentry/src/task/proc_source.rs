@@ -439,6 +439,14 @@ impl ProcSource for KernelProcSource {
         }
     }
 
+    fn net_files(&self) -> Vec<String> {
+        self.kernel.upgrade().map_or_else(Vec::new, |k| k.net.proc_net_names())
+    }
+
+    fn net_file(&self, name: &str) -> Option<Vec<u8>> {
+        self.kernel.upgrade()?.net.proc_net_file(name).map(String::into_bytes)
+    }
+
     fn global(&self, name: &str) -> Option<Vec<u8>> {
         let k = self.kernel.upgrade()?;
         if let Some(sysctl) = name.strip_prefix("sys/") {
@@ -688,6 +696,21 @@ pub struct KernelSysSource {
 impl SysSource for KernelSysSource {
     fn cpus(&self) -> usize {
         self.kernel.upgrade().map_or(1, |k| k.config.cpus)
+    }
+
+    fn net_interfaces(&self) -> Vec<crate::fs::sys::NetInterfaceFiles> {
+        crate::net::interfaces::interfaces()
+            .iter()
+            .map(|i| {
+                let attrs = crate::net::interfaces::SYS_CLASS_NET_ATTRS
+                    .iter()
+                    .filter_map(|a| {
+                        crate::net::interfaces::sys_class_net(i.name, a).map(|v| (a.to_string(), v.into_bytes()))
+                    })
+                    .collect();
+                (i.name.to_string(), attrs)
+            })
+            .collect()
     }
 
     fn cgroup(&self, name: &str) -> Option<Vec<u8>> {
