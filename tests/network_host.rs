@@ -157,3 +157,73 @@ fn readiness_of_host_sockets() {
     require_kvm!();
     host_network_c_test("net_host_epoll");
 }
+/// The pid of `parent`'s child process.
+fn child_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let ppid: u32 = rest.split(' ').nth(1)?.parse().ok()?;
+        (ppid == parent).then_some(pid)
+    })
+}
+
+/// How many of `pid`'s descriptors are sockets.
+fn sockets_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd directory")
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("socket:")))
+        .count()
+}
+
+/// With the default network, an address beyond the sandbox's own
+/// loopback (here one of the host's network and one of IPv6's
+/// documentation range) is unreachable: ENETUNREACH. The sentry meanwhile
+/// holds no host socket and is in a network namespace of its own; with
+/// --network=host it is in the host's.
+#[test]
+fn without_the_host_network_the_host_is_unreachable() {
+    require_kvm!();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: the sentry's descriptors are read when cordon is run by root");
+        return;
+    }
+    for variant in common::VARIANTS {
+        let prog = common::c_program("net_host_unreachable", variant);
+        let what = format!("net_host_unreachable-{variant}");
+        let mut cmd = Command::new(common::cordon());
+        cmd.args(["run", "--"]).arg(&prog).args(["192.0.2.1", "2001:db8::1"]);
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut first = String::new();
+        stdout.read_line(&mut first).expect("read");
+        assert_eq!(first, "unreachable\n", "{what}");
+        let sentry = child_of(child.id()).expect("the sentry, cordon's child");
+        assert_eq!(sockets_of(sentry), 0, "{what}: the sentry holds a host socket");
+        let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/net")).expect("ns");
+        let ours = std::fs::read_link("/proc/self/ns/net").expect("ns");
+        assert_ne!(theirs, ours, "{what}: the sentry's network namespace is its own");
+        drop(child.stdin.take());
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).expect("read");
+        let out = common::finish_within(child, HANG, &what);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}{}", rest, String::from_utf8_lossy(&out.stderr));
+    }
+
+    // With the host's network, the sentry is in the host's namespace.
+    let mut cmd = Command::new(common::cordon());
+    cmd.args(["run", "--network=host", "--", "/bin/sh", "-c", "echo ready; read x; exit 0"]);
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("read");
+    assert_eq!(first, "ready\n");
+    let sentry = child_of(child.id()).expect("the sentry, cordon's child");
+    let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/net")).expect("ns");
+    let ours = std::fs::read_link("/proc/self/ns/net").expect("ns");
+    assert_eq!(theirs, ours, "with --network=host the sentry is on the host's network");
+    drop(child.stdin.take());
+    let out = common::finish_within(child, HANG, "host network namespace");
+    assert_eq!(out.status.code(), Some(0));
+}

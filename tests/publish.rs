@@ -7,7 +7,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -19,6 +19,29 @@ fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a port").local_addr().expect("address").port()
 }
 
+/// A UDP port of the host's loopback that was free a moment ago.
+fn free_udp_port() -> u16 {
+    UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("a port").local_addr().expect("address").port()
+}
+
+/// Starts `cordon run OPTIONS -- PROGRAM ARGS` and waits for the line the
+/// program prints once it listens.
+fn start(
+    options: &[String],
+    program: &std::path::Path,
+    args: &[&str],
+    what: &str,
+) -> (Child, BufReader<std::process::ChildStdout>) {
+    let mut cmd = Command::new(common::cordon());
+    cmd.arg("run").args(options).arg("--").arg(program).args(args);
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("read");
+    assert!(first.starts_with("listening ") || first == "ready\n", "{what}: printed {first:?}");
+    (child, stdout)
+}
+
 /// Ends a run whose program prints its checks last: all passed.
 fn finish(child: Child, mut stdout: BufReader<std::process::ChildStdout>, what: &str) -> String {
     let mut rest = String::new();
@@ -26,6 +49,59 @@ fn finish(child: Child, mut stdout: BufReader<std::process::ChildStdout>, what: 
     let out = common::finish_within(child, HANG, what);
     assert_eq!(out.status.code(), Some(0), "{what}: {rest}{}", String::from_utf8_lossy(&out.stderr));
     rest
+}
+
+/// A server inside, on IPv4's loopback and on IPv6's, is reached from the
+/// host through the published port, one connection after another.
+#[test]
+fn a_server_inside_is_reached_through_a_published_port() {
+    require_kvm!();
+    for variant in common::VARIANTS {
+        let prog = common::c_program("net_host_server", variant);
+        for family in ["4", "6"] {
+            let what = format!("net_host_server-{variant} IPv{family} published");
+            let host_port = free_port();
+            let options = [format!("-p=127.0.0.1:{host_port}:8080")];
+            let (child, stdout) = start(&options, &prog, &[family, "3", "8080"], &what);
+            for i in 0..3 {
+                let to = SocketAddr::from((Ipv4Addr::LOCALHOST, host_port));
+                let mut s = TcpStream::connect_timeout(&to, HANG).expect("connect to the published port");
+                s.set_read_timeout(Some(HANG)).expect("timeout");
+                s.write_all(format!("ping {i}\n").as_bytes()).expect("send");
+                let mut reply = String::new();
+                s.read_to_string(&mut reply).expect("reply");
+                assert_eq!(reply, format!("echo: ping {i}\n"), "{what}");
+            }
+            let rest = finish(child, stdout, &what);
+            assert!(rest.ends_with("0 failed\n"), "{what}: {rest}");
+        }
+    }
+}
+
+/// A published UDP port forwards each host peer's datagrams to the server
+/// inside from a sender of its own, and the replies back to that peer.
+#[test]
+fn udp_datagrams_are_forwarded_both_ways_per_peer() {
+    require_kvm!();
+    let prog = common::c_program("net_host_udp_echo", "static");
+    let what = "net_host_udp_echo published";
+    let host_port = free_udp_port();
+    let options = [format!("--publish=127.0.0.1:{host_port}:5353/udp")];
+    let (child, stdout) = start(&options, &prog, &["5353", "4"], what);
+    let peers: Vec<UdpSocket> = (0..2).map(|_| UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("a peer")).collect();
+    for round in 0..2 {
+        for (i, p) in peers.iter().enumerate() {
+            p.set_read_timeout(Some(HANG)).expect("timeout");
+            let msg = format!("peer {i} round {round}");
+            p.send_to(msg.as_bytes(), (Ipv4Addr::LOCALHOST, host_port)).expect("send");
+            let mut buf = [0u8; 256];
+            let (n, from) = p.recv_from(&mut buf).expect("the echo");
+            assert_eq!(from, SocketAddr::from((Ipv4Addr::LOCALHOST, host_port)), "{what}");
+            assert_eq!(String::from_utf8_lossy(&buf[..n]), format!("echo: {msg}"), "{what}");
+        }
+    }
+    let rest = finish(child, stdout, what);
+    assert!(rest.starts_with("senders 2\n") && rest.ends_with("0 failed\n"), "{what}: {rest}");
 }
 
 /// The pid of `parent`'s child process.

@@ -29,6 +29,7 @@ use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
 pub mod hostinet;
+pub mod inet;
 pub mod interfaces;
 pub mod netlink;
 pub mod options;
@@ -81,6 +82,9 @@ pub struct Control {
     pub rights: Vec<Arc<OpenFile>>,
     /// `SCM_CREDENTIALS`.
     pub creds: Option<Ucred>,
+    /// Messages of a protocol's level (IP_PKTINFO, IP_TTL...), received
+    /// only: (level, type, data), written as they are.
+    pub protocol: Vec<(i32, i32, Vec<u8>)>,
 }
 
 /// A message to send.
@@ -186,6 +190,11 @@ pub trait Socket: AsAny {
     fn readable_bytes(&self) -> Option<u64> {
         None
     }
+    /// The inode number the family gave the socket (for the lines of
+    /// /proc/net it writes), if it did; else the file makes one.
+    fn inode(&self) -> Option<u64> {
+        None
+    }
     /// The line for /proc/PID/fd and /proc/net: the family's own inode
     /// number is the file's.
     fn describe(&self) -> String {
@@ -206,6 +215,11 @@ const SOCKFS_DEV: u64 = 0x08;
 /// Socket inode numbers, as sockfs hands them out.
 static NEXT_INO: AtomicU64 = AtomicU64::new(10_000);
 
+/// A new socket inode number.
+pub fn next_socket_ino() -> u64 {
+    NEXT_INO.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A socket as a file.
 pub struct SocketFile {
     pub socket: Arc<dyn Socket>,
@@ -216,7 +230,8 @@ pub struct SocketFile {
 
 impl SocketFile {
     pub fn new(socket: Arc<dyn Socket>, owner: (u32, u32)) -> Arc<SocketFile> {
-        Arc::new(SocketFile { socket, ino: NEXT_INO.fetch_add(1, Ordering::Relaxed), owner })
+        let ino = socket.inode().unwrap_or_else(next_socket_ino);
+        Arc::new(SocketFile { socket, ino, owner })
     }
 
     /// The inode number, as /proc/PID/fd shows it (`socket:[N]`).
@@ -255,9 +270,12 @@ impl FileOps for SocketFile {
     }
     fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        self.socket
-            .send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 })
-            .map_err(errno_to_fs)
+        let r = self.socket.send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 });
+        match r {
+            // Only streams raise SIGPIPE.
+            Err(Errno::EPIPE) if self.socket.kind() == n::SOCK_DGRAM => Err(FsError::Host(Errno::EPIPE)),
+            r => r.map_err(errno_to_fs),
+        }
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(Stat {
@@ -311,6 +329,8 @@ pub struct Network {
     pub mode: NetworkMode,
     /// The bound netlink sockets, by port.
     pub netlink_ports: netlink::Ports,
+    /// The sandbox's own loopback stack (`--network=none`).
+    pub loopback: Arc<inet::Loopback>,
 }
 
 /// The /proc/net files made from the sandbox's interfaces.
@@ -358,7 +378,7 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode, netlink_ports: netlink::Ports::default() })
+        Arc::new(Network { mode, netlink_ports: netlink::Ports::default(), loopback: inet::Loopback::new() })
     }
 
     /// The names below /proc/net.
@@ -380,6 +400,10 @@ impl Network {
             "route" => Some(interfaces::proc_net_route()),
             "snmp" => Some(interfaces::proc_net_snmp()),
             "netstat" => Some(interfaces::proc_net_netstat()),
+            "tcp" => Some(self.loopback.proc_tcp(false)),
+            "tcp6" => Some(self.loopback.proc_tcp(true)),
+            "udp" => Some(self.loopback.proc_udp(false)),
+            "udp6" => Some(self.loopback.proc_udp(true)),
             _ => EMPTY_TABLES.iter().find(|(n, _)| *n == name).map(|(_, h)| h.to_string()),
         }
     }
@@ -393,13 +417,13 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<Arc<dyn Socket>, Errno> {
-        let _ = call;
         match family {
             // Raw IP sockets and packet sockets are refused as runsc refuses
             // them by default: the sandbox holds no CAP_NET_RAW for them.
             n::AF_INET | n::AF_INET6 if kind == n::SOCK_RAW => Err(Errno::EPERM),
             n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::Host => hostinet::create(family, kind, protocol),
-            n::AF_UNIX | n::AF_INET | n::AF_INET6 => Err(Errno::EAFNOSUPPORT),
+            n::AF_INET | n::AF_INET6 => self.loopback.create(call, family == n::AF_INET6, kind, protocol),
+            n::AF_UNIX => Err(Errno::EAFNOSUPPORT),
             n::AF_NETLINK => netlink::create(self, kind, protocol),
             n::AF_PACKET => Err(Errno::EPERM),
             // The families Linux has but the sandbox does not (Bluetooth,

@@ -419,6 +419,22 @@ fn write_control(
             used += cmsg_space(std::mem::size_of::<UcredAbi>()).min(room - used);
         }
     }
+    // The protocol's own (an inet socket carries no rights).
+    for (level, kind, data) in &control.protocol {
+        let clen = CMSG_HDR + data.len();
+        if room - used < CMSG_HDR {
+            flags |= n::MSG_CTRUNC;
+            break;
+        }
+        let k = clen.min(room - used);
+        if k < clen {
+            flags |= n::MSG_CTRUNC;
+        }
+        let mut bytes = CmsgHdr { len: k as u64, level: *level, kind: *kind }.as_bytes().to_vec();
+        bytes.extend_from_slice(data);
+        task.mm.copy_out(addr + used as u64, &bytes[..k])?;
+        used += cmsg_space(data.len()).min(room - used);
+    }
     if !control.rights.is_empty() {
         let left = room - used;
         let fit = if left <= CMSG_HDR { 0 } else { (left - CMSG_HDR) / 4 };
@@ -489,7 +505,9 @@ fn send_one(
                 }
             }
             Err(Errno::EPIPE) if done == 0 => {
-                if flags & n::MSG_NOSIGNAL == 0 {
+                // Only streams raise SIGPIPE (sk_stream_error); a shut
+                // datagram socket just fails.
+                if flags & n::MSG_NOSIGNAL == 0 && s.kind() != n::SOCK_DGRAM {
                     task.signal_self(g::SIGPIPE);
                 }
                 return Err(Errno::EPIPE.into());
@@ -600,7 +618,14 @@ fn recvmsg_one(task: &mut Task, f: &OpenFile, s: &Arc<dyn Socket>, addr: u64, fl
     let (used, cflags) = if hdr.control != 0 {
         write_control(task, hdr.control, room, r.control, flags & n::MSG_CMSG_CLOEXEC != 0)?
     } else {
-        (0, if r.control.rights.is_empty() && r.control.creds.is_none() { 0 } else { n::MSG_CTRUNC })
+        (
+            0,
+            if r.control.rights.is_empty() && r.control.creds.is_none() && r.control.protocol.is_empty() {
+                0
+            } else {
+                n::MSG_CTRUNC
+            },
+        )
     };
     out_flags |= cflags;
     hdr.controllen = used as u64;
