@@ -103,6 +103,33 @@ local ::1 dev lo table local proto kernel metric 0 pref medium
     ip_prints(&["-6", "rule"], "0:\tfrom all lookup local\n32766:\tfrom all lookup main\n");
 }
 
+#[test]
+fn ip_route_get() {
+    require_kvm!();
+    // The sandbox's programs run as the caller.
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    ip_prints(
+        &["route", "get", "127.0.0.5"],
+        &format!("local 127.0.0.5 dev lo src 127.0.0.1 uid {uid} \n    cache <local> \n"),
+    );
+    ip_prints(
+        &["route", "get", "127.0.0.1", "from", "127.0.0.1"],
+        &format!("local 127.0.0.1 from 127.0.0.1 dev lo uid {uid} \n    cache <local> \n"),
+    );
+    ip_prints(
+        &["-6", "route", "get", "::1"],
+        "local ::1 from :: dev lo table local proto kernel src ::1 metric 0 pref medium\n",
+    );
+    // Nothing else is reachable.
+    let Some(ip) = ip() else { return };
+    for (args, family) in [(["route", "get", "10.0.0.1"], "-4"), (["route", "get", "2001::1"], "-6")] {
+        let out = sandbox(&[], ip, &[&[family], &args[..]].concat(), None);
+        assert_eq!(out.status.code(), Some(2), "ip {family} {args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "RTNETLINK answers: Network is unreachable\n");
+    }
+}
+
 /// Runs `sh -c script` in the sandbox; it must succeed and print `expected`.
 fn shell_prints(script: &str, expected: &str) {
     let out = sandbox(&["-w", "/"], "/bin/sh", &["-c", script], None);

@@ -161,10 +161,13 @@ fn sys_is_the_sandboxes_own() {
     }
     assert_eq!(run("getconf _NPROCESSORS_CONF").trim(), cpus.to_string());
     assert!(Path::new("/sys/kernel").exists() && Path::new("/sys/dev/char").exists(), "the host has a sysfs");
-    let reached = run("for p in /sys/kernel /sys/class /sys/dev/char; do \
+    assert!(Path::new("/sys/class/tty").exists(), "the host has a sysfs");
+    let reached = run("for p in /sys/kernel /sys/class/tty /sys/dev/char; do \
          stat $p >/dev/null 2>&1 && echo stat $p; ls $p >/dev/null 2>&1 && echo list $p; done; \
          readlink /sys/dev/char/1:3 && echo readlink");
     assert_eq!(reached, "", "host sysfs reached");
+    // Its classes are its own: the network interfaces alone.
+    assert_eq!(run("ls /sys/class"), "net\n");
     // The cgroup directory is the sandbox's own: it holds the sandbox's
     // processes (the shell, 1, and cat, 2) and nothing of the host's.
     assert_eq!(run("cat /sys/fs/cgroup/cgroup.procs"), "1\n2\n");

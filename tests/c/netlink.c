@@ -534,6 +534,16 @@ static void ioctls(void) {
         struct sockaddr_in *in = (struct sockaddr_in *)&reqs[i].ifr_addr;
         printf("SIOCGIFCONF lo family %d %s\n", in->sin_family, inet_ntoa(in->sin_addr));
     }
+    /* A unix socket answers the interface ioctls too, but not the
+     * address ones. */
+    int u = socket(AF_UNIX, SOCK_DGRAM, 0);
+    CHECK(u >= 0);
+    strcpy(r.ifr_name, "lo");
+    CHECK_OK(ioctl(u, SIOCGIFINDEX, &r));
+    CHECK(r.ifr_ifindex == 1);
+    CHECK_ERR(ioctl(u, SIOCGIFADDR, &r), ENOTTY);
+    close(u);
+
     /* Too little room for one: none written. */
     c.ifc_len = sizeof(struct ifreq) - 1;
     CHECK_OK(ioctl(s, SIOCGIFCONF, &c));
@@ -569,6 +579,14 @@ static void libc(void) {
         if (n->if_index == 1)
             printf("if_nameindex %u %s\n", n->if_index, n->if_name);
     if_freenameindex(names);
+
+    /* These ask an ioctl of a socket of the C library's choosing. */
+    printf("if_nametoindex lo %u\n", if_nametoindex("lo"));
+    char name[IF_NAMESIZE];
+    CHECK(if_indextoname(1, name) != NULL && strcmp(name, "lo") == 0);
+    errno = 0;
+    CHECK(if_nametoindex("nosuchif0") == 0 && errno == ENODEV);
+    CHECK(if_indextoname(999999, name) == NULL && errno == ENXIO);
 }
 
 int main(void) {

@@ -100,6 +100,7 @@ pub const SYSCTLS: &[(&str, u32)] = &[
     ("kernel/threads-max", 0o644),
     ("net/core/somaxconn", 0o644),
     ("net/ipv4/ip_local_port_range", 0o644),
+    ("net/unix/max_dgram_qlen", 0o644),
     ("vm/max_map_count", 0o644),
     ("vm/overcommit_memory", 0o644),
 ];

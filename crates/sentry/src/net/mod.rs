@@ -34,6 +34,7 @@ pub mod interfaces;
 pub mod netlink;
 pub mod options;
 pub mod publish;
+pub mod unix;
 
 /// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
 pub const SOCKADDR_MAX: usize = 128;
@@ -190,15 +191,15 @@ pub trait Socket: AsAny {
     fn readable_bytes(&self) -> Option<u64> {
         None
     }
-    /// The inode number the family gave the socket (for the lines of
-    /// /proc/net it writes), if it did; else the file makes one.
-    fn inode(&self) -> Option<u64> {
-        None
-    }
     /// The line for /proc/PID/fd and /proc/net: the family's own inode
     /// number is the file's.
     fn describe(&self) -> String {
         String::new()
+    }
+    /// The inode number the family gave the socket (so /proc/net lists it
+    /// as its file shows), if it keeps one; else the file makes its own.
+    fn ino(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -215,7 +216,7 @@ const SOCKFS_DEV: u64 = 0x08;
 /// Socket inode numbers, as sockfs hands them out.
 static NEXT_INO: AtomicU64 = AtomicU64::new(10_000);
 
-/// A new socket inode number.
+/// A fresh socket inode number.
 pub fn next_socket_ino() -> u64 {
     NEXT_INO.fetch_add(1, Ordering::Relaxed)
 }
@@ -230,7 +231,7 @@ pub struct SocketFile {
 
 impl SocketFile {
     pub fn new(socket: Arc<dyn Socket>, owner: (u32, u32)) -> Arc<SocketFile> {
-        let ino = socket.inode().unwrap_or_else(next_socket_ino);
+        let ino = socket.ino().unwrap_or_else(next_socket_ino);
         Arc::new(SocketFile { socket, ino, owner })
     }
 
@@ -253,11 +254,13 @@ impl SocketNames for NoNames {
     }
 }
 
-/// A socket's error as the file operations return it: EPIPE as a broken
-/// pipe, so write(2) raises SIGPIPE.
-fn errno_to_fs(e: Errno) -> FsError {
+/// A socket's error as the file operations return it: EPIPE of a stream
+/// socket as a broken pipe, so write(2) raises SIGPIPE (Linux's datagram
+/// and seqpacket sockets give EPIPE without the signal).
+fn errno_to_fs(socket: &dyn Socket, e: Errno) -> FsError {
     match e {
-        Errno::EPIPE => FsError::BrokenPipe,
+        Errno::EPIPE if socket.kind() == n::SOCK_STREAM => FsError::BrokenPipe,
+        Errno::EPIPE => FsError::Host(e),
         e => FsError::from_errno(e),
     }
 }
@@ -265,17 +268,17 @@ fn errno_to_fs(e: Errno) -> FsError {
 impl FileOps for SocketFile {
     fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        let r = self.socket.recv(&call, RecvMsg { bufs, flags: 0, want_control: false }).map_err(errno_to_fs)?;
+        let r = self
+            .socket
+            .recv(&call, RecvMsg { bufs, flags: 0, want_control: false })
+            .map_err(|e| errno_to_fs(&*self.socket, e))?;
         Ok(r.ret)
     }
     fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
         let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
-        let r = self.socket.send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 });
-        match r {
-            // Only streams raise SIGPIPE.
-            Err(Errno::EPIPE) if self.socket.kind() == n::SOCK_DGRAM => Err(FsError::Host(Errno::EPIPE)),
-            r => r.map_err(errno_to_fs),
-        }
+        self.socket
+            .send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 })
+            .map_err(|e| errno_to_fs(&*self.socket, e))
     }
     fn stat(&self) -> Result<Stat, FsError> {
         Ok(Stat {
@@ -310,9 +313,9 @@ impl FileOps for SocketFile {
                 } else {
                     interfaces::device_ioctl(&call, mm, cmd, arg)
                 };
-                answer.unwrap_or(Err(Errno::ENOTTY)).map_err(errno_to_fs)
+                answer.unwrap_or(Err(Errno::ENOTTY)).map_err(|e| errno_to_fs(&*self.socket, e))
             }
-            r => r.map_err(errno_to_fs),
+            r => r.map_err(|e| errno_to_fs(&*self.socket, e)),
         }
     }
 }
@@ -329,12 +332,17 @@ pub struct Network {
     pub mode: NetworkMode,
     /// The bound netlink sockets, by port.
     pub netlink_ports: netlink::Ports,
+    /// The sandbox's unix socket names and files in flight.
+    pub unix: Arc<unix::UnixSpace>,
     /// The sandbox's own loopback stack (`--network=none`).
     pub loopback: Arc<inet::Loopback>,
 }
 
 /// The /proc/net files made from the sandbox's interfaces.
 const INTERFACE_FILES: &[&str] = &["dev", "if_inet6", "netstat", "route", "snmp"];
+
+/// The /proc/net socket tables the families here keep.
+const FAMILY_FILES: &[&str] = &["tcp", "tcp6", "udp", "udp6", "unix"];
 
 /// The socket tables of /proc/net of the families with no sockets here yet:
 /// their headers, as Linux writes them for a namespace without sockets.
@@ -347,23 +355,6 @@ const EMPTY_TABLES: &[(&str, &str)] = &[
         "raw6",
         "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
     ),
-    (
-        "tcp",
-        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode                                                     \n",
-    ),
-    (
-        "tcp6",
-        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n",
-    ),
-    (
-        "udp",
-        "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops            \n",
-    ),
-    (
-        "udp6",
-        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
-    ),
-    ("unix", "Num       RefCount Protocol Flags    Type St Inode Path\n"),
 ];
 
 /// `--network`, as runsc and docker name the modes.
@@ -378,13 +369,22 @@ pub enum NetworkMode {
 
 impl Network {
     pub fn new(mode: NetworkMode) -> Arc<Network> {
-        Arc::new(Network { mode, netlink_ports: netlink::Ports::default(), loopback: inet::Loopback::new() })
+        Arc::new(Network {
+            mode,
+            netlink_ports: netlink::Ports::default(),
+            unix: unix::UnixSpace::new(),
+            loopback: inet::Loopback::new(),
+        })
     }
 
     /// The names below /proc/net.
     pub fn proc_net_names(&self) -> Vec<String> {
-        let mut v: Vec<String> =
-            INTERFACE_FILES.iter().chain(EMPTY_TABLES.iter().map(|(n, _)| n)).map(|s| s.to_string()).collect();
+        let mut v: Vec<String> = INTERFACE_FILES
+            .iter()
+            .chain(FAMILY_FILES)
+            .chain(EMPTY_TABLES.iter().map(|(n, _)| n))
+            .map(|s| s.to_string())
+            .collect();
         v.sort();
         v
     }
@@ -400,6 +400,7 @@ impl Network {
             "route" => Some(interfaces::proc_net_route()),
             "snmp" => Some(interfaces::proc_net_snmp()),
             "netstat" => Some(interfaces::proc_net_netstat()),
+            "unix" => Some(self.unix.proc_net_unix()),
             "tcp" => Some(self.loopback.proc_tcp(false)),
             "tcp6" => Some(self.loopback.proc_tcp(true)),
             "udp" => Some(self.loopback.proc_udp(false)),
@@ -421,9 +422,9 @@ impl Network {
             // Raw IP sockets and packet sockets are refused as runsc refuses
             // them by default: the sandbox holds no CAP_NET_RAW for them.
             n::AF_INET | n::AF_INET6 if kind == n::SOCK_RAW => Err(Errno::EPERM),
+            n::AF_UNIX => unix::UnixSocket::create(&self.unix, kind, protocol),
             n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::Host => hostinet::create(family, kind, protocol),
             n::AF_INET | n::AF_INET6 => self.loopback.create(call, family == n::AF_INET6, kind, protocol),
-            n::AF_UNIX => Err(Errno::EAFNOSUPPORT),
             n::AF_NETLINK => netlink::create(self, kind, protocol),
             n::AF_PACKET => Err(Errno::EPERM),
             // The families Linux has but the sandbox does not (Bluetooth,
@@ -440,9 +441,8 @@ impl Network {
         kind: u32,
         protocol: u32,
     ) -> Result<SocketPair, Errno> {
-        let _ = call;
         match family {
-            n::AF_UNIX => Err(Errno::EAFNOSUPPORT),
+            n::AF_UNIX => unix::UnixSocket::create_pair(&self.unix, call, kind, protocol),
             // Linux: socketpair on other families is EOPNOTSUPP once the
             // socket exists.
             n::AF_INET | n::AF_INET6 => Err(Errno::EOPNOTSUPP),

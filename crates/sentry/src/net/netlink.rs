@@ -156,6 +156,12 @@ const RTA_PREFSRC: u16 = 7;
 const RTA_CACHEINFO: u16 = 12;
 const RTA_TABLE: u16 = 15;
 const RTA_PREF: u16 = 20;
+const RTA_SRC: u16 = 2;
+const RTA_UID: u16 = 25;
+/// rtm_flags of a looked-up route: a clone, and (RTCF_LOCAL) delivered
+/// locally.
+const RTM_F_CLONED: u32 = 0x200;
+const RTCF_LOCAL: u32 = 0x8000_0000;
 
 /// FRA_* attributes of a routing rule, and its action.
 const FRA_PRIORITY: u16 = 6;
@@ -257,8 +263,11 @@ impl Ports {
 
     /// The live sockets subscribed to `group` (1-based).
     fn members(&self, group: u32) -> Vec<Arc<NetlinkSocket>> {
-        let t = self.inner.lock().unwrap();
-        t.sockets.values().filter_map(Weak::upgrade).filter(|s| s.state.lock().unwrap().in_group(group)).collect()
+        // The table's lock is let go before any socket's is taken: binding
+        // takes them the other way round.
+        let all: Vec<Arc<NetlinkSocket>> =
+            self.inner.lock().unwrap().sockets.values().filter_map(Weak::upgrade).collect();
+        all.into_iter().filter(|s| s.state.lock().unwrap().in_group(group)).collect()
     }
 }
 
@@ -832,6 +841,7 @@ impl NetlinkSocket {
             (RTM_GETLINK, false) => link_get(h, payload, port),
             (RTM_GETADDR, true) => Ok(address_dump(h, payload, family, port, strict)),
             (RTM_GETROUTE, true) => Ok(route_dump(h, payload, family, port, strict)),
+            (RTM_GETROUTE, false) => route_get(h, payload, port, call.ucred.uid),
             // No neighbours: the loopback resolves nothing.
             (RTM_GETNEIGH, true) => Ok(Answer::Dump(Vec::new(), 0, 0)),
             (RTM_GETRULE, true) => Ok(rule_dump(h, family, port)),
@@ -991,6 +1001,88 @@ fn route_dump(h: Header, payload: &[u8], family: u8, port: u32, strict: bool) ->
         .map(|r| route_message(r, NLM_F_MULTI | extra, h.seq, port))
         .collect();
     Answer::Dump(messages, 0, extra)
+}
+
+/// inet_rtm_getroute and inet6_rtm_getroute: the route a packet to
+/// RTA_DST would take. Every address the sandbox reaches is its own, so
+/// the answer is the local route, or ENETUNREACH.
+fn route_get(h: Header, payload: &[u8], port: u32, uid: u32) -> Result<Answer, Errno> {
+    if payload.len() < 12 {
+        return Err(Errno::EINVAL);
+    }
+    let family = payload[0];
+    let attrs = attributes(payload, 12).ok_or(Errno::EINVAL)?;
+    let find = |kind: u16| attrs.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v);
+    let (dst, src) = (find(RTA_DST), find(RTA_SRC));
+    let mut m = MessageWriter::new();
+    match family {
+        AF_INET => {
+            let dst: [u8; 4] = dst.and_then(|v| v.get(..4)).map_or([0; 4], |v| v.try_into().expect("four bytes"));
+            let dst = std::net::Ipv4Addr::from(dst);
+            let local = interfaces::routes().into_iter().find(|r| {
+                let RouteDst::V4(net) = r.dst else { return false };
+                r.kind == interfaces::RTN_LOCAL
+                    && u32::from(net) & interfaces::prefix_mask(r.dst_len)
+                        == u32::from(dst) & interfaces::prefix_mask(r.dst_len)
+            });
+            let r = local.ok_or(Errno::ENETUNREACH)?;
+            let src_len = if src.is_some() { 32 } else { 0 };
+            let flags = (RTM_F_CLONED | RTCF_LOCAL).to_ne_bytes();
+            let hdr = [
+                AF_INET,
+                32,
+                src_len,
+                0,
+                RT_TABLE_MAIN,
+                0,
+                interfaces::RT_SCOPE_UNIVERSE,
+                interfaces::RTN_LOCAL,
+                flags[0],
+                flags[1],
+                flags[2],
+                flags[3],
+            ];
+            m.begin(RTM_NEWROUTE, 0, h.seq, port, &hdr);
+            m.u32(RTA_TABLE, RT_TABLE_MAIN as u32);
+            m.attr(RTA_DST, &dst.octets());
+            if let Some(src) = src {
+                m.attr(RTA_SRC, src);
+            }
+            m.u32(RTA_OIF, r.oif);
+            if src.is_none()
+                && let Some(prefsrc) = r.prefsrc
+            {
+                m.attr(RTA_PREFSRC, &prefsrc.octets());
+            }
+            m.u32(RTA_UID, uid);
+        }
+        AF_INET6 => {
+            let dst: [u8; 16] = dst.and_then(|v| v.get(..16)).map_or([0; 16], |v| v.try_into().expect("sixteen bytes"));
+            let dst = std::net::Ipv6Addr::from(dst);
+            let r = interfaces::routes()
+                .into_iter()
+                .find(|r| r.dst == RouteDst::V6(dst) && r.kind == interfaces::RTN_LOCAL)
+                .ok_or(Errno::ENETUNREACH)?;
+            let hdr = [AF_INET6, 128, 128, 0, r.table, interfaces::RTPROT_KERNEL, r.scope, r.kind, 0, 0, 0, 0];
+            m.begin(RTM_NEWROUTE, 0, h.seq, port, &hdr);
+            m.u32(RTA_TABLE, r.table as u32);
+            m.attr(RTA_DST, &dst.octets());
+            m.attr(RTA_SRC, &src.and_then(|v| v.get(..16)).map_or([0; 16], |v| v.try_into().expect("sixteen bytes")));
+            m.attr(RTA_PREFSRC, &dst.octets());
+            m.u32(RTA_PRIORITY, 0);
+            m.u32(RTA_OIF, r.oif);
+        }
+        _ => return Err(Errno::EOPNOTSUPP),
+    }
+    // struct rta_cacheinfo: the lookup holds two references.
+    let mut cache = [0u8; 32];
+    cache[..4].copy_from_slice(&2u32.to_ne_bytes());
+    m.attr(RTA_CACHEINFO, &cache);
+    if family == AF_INET6 {
+        m.u8(RTA_PREF, 0);
+    }
+    m.end_message();
+    Ok(Answer::Reply(m.finish()))
 }
 
 /// fib_nl_dumprule: the default policy rules of IPv4, then IPv6.
@@ -1212,17 +1304,19 @@ impl Socket for NetlinkSocket {
             at += s.copy_to(&mut data[at..]);
         }
         let creds = call.ucred;
+        // As Linux's netlink_sendmsg: a message to a group goes to its
+        // members (the sender too, if one; not the destination port, which
+        // gets it below), and then to the destination port, the kernel
+        // being port 0.
         if dst_group != 0 {
             for member in self.network.netlink_ports.members(dst_group) {
-                if member.port() != port {
+                if member.port() != dst_port {
                     member.deliver(Datagram { data: data.clone(), from_port: port, from_group: dst_group, creds });
                 }
             }
         }
         if dst_port == 0 {
-            if dst_group == 0 {
-                self.kernel_receive(call, &data, port);
-            }
+            self.kernel_receive(call, &data, port);
             return Ok(len);
         }
         let peer = self.network.netlink_ports.lookup(dst_port).ok_or(Errno::ECONNREFUSED)?;

@@ -226,8 +226,9 @@ pub fn bind(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn listen(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (f, s) = socket_of(task, a.int(0))?;
-    // As Linux: a backlog above net.core.somaxconn is cut to it.
-    let backlog = a.int(1).min(SOMAXCONN as i32);
+    // As Linux: a backlog above net.core.somaxconn (a negative one taken
+    // as unsigned) is cut to it.
+    let backlog = (a.int(1) as u32).min(SOMAXCONN) as i32;
     with_call(task, Some(&f), |call| s.listen(call, backlog))?;
     Ok(0)
 }
@@ -505,9 +506,8 @@ fn send_one(
                 }
             }
             Err(Errno::EPIPE) if done == 0 => {
-                // Only streams raise SIGPIPE (sk_stream_error); a shut
-                // datagram socket just fails.
-                if flags & n::MSG_NOSIGNAL == 0 && s.kind() != n::SOCK_DGRAM {
+                // Only stream sockets raise it, as Linux's.
+                if flags & n::MSG_NOSIGNAL == 0 && stream {
                     task.signal_self(g::SIGPIPE);
                 }
                 return Err(Errno::EPIPE.into());

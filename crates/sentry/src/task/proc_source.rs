@@ -375,9 +375,14 @@ impl ProcSource for KernelProcSource {
                             inode: Some(Arc::new(StreamInode(e.file.ops.clone())) as Arc<dyn crate::fs::Inode>),
                         }
                     }
-                    (None, None) => FdTarget::Anonymous {
-                        desc: e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").as_bytes().to_vec(),
-                        inode: None,
+                    (None, None) => match e.file.ops.downcast_ref::<crate::net::SocketFile>() {
+                        Some(s) => {
+                            FdTarget::Anonymous { desc: format!("socket:[{}]", s.ino()).into_bytes(), inode: None }
+                        }
+                        None => FdTarget::Anonymous {
+                            desc: e.file.ops.anon_name().unwrap_or("anon_inode:[unknown]").as_bytes().to_vec(),
+                            inode: None,
+                        },
                     },
                 };
                 (fd, target)
@@ -575,6 +580,7 @@ fn sysctl_value(k: &Kernel, name: &str) -> Option<String> {
         // Linux's defaults, until the sandbox has sockets to apply them to.
         "net/ipv4/ip_local_port_range" => "32768\t60999".into(),
         "net/core/somaxconn" => "4096".into(),
+        "net/unix/max_dgram_qlen" => crate::net::unix::MAX_DGRAM_QLEN.to_string(),
         _ => return None,
     })
 }

@@ -1387,7 +1387,7 @@ impl Socket for TcpSocket {
         }
     }
 
-    fn inode(&self) -> Option<u64> {
+    fn ino(&self) -> Option<u64> {
         Some(self.id)
     }
 

@@ -564,7 +564,7 @@ impl Socket for UdpSocket {
         Some(self.state.lock().unwrap().queue.front().map_or(0, |d| d.data.len() as u64))
     }
 
-    fn inode(&self) -> Option<u64> {
+    fn ino(&self) -> Option<u64> {
         Some(self.id)
     }
 
