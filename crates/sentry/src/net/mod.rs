@@ -28,10 +28,12 @@ use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, S
 use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
+pub mod hostinet;
 pub mod inet;
 pub mod interfaces;
 pub mod netlink;
 pub mod options;
+pub mod publish;
 pub mod unix;
 
 /// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
@@ -426,10 +428,8 @@ impl Network {
             // them by default: the sandbox holds no CAP_NET_RAW for them.
             n::AF_INET | n::AF_INET6 if kind == n::SOCK_RAW => Err(Errno::EPERM),
             n::AF_UNIX => unix::UnixSocket::create(&self.unix, kind, protocol),
-            n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::None => {
-                self.loopback.create(call, family == n::AF_INET6, kind, protocol)
-            }
-            n::AF_INET | n::AF_INET6 => Err(Errno::EAFNOSUPPORT),
+            n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::Host => hostinet::create(family, kind, protocol),
+            n::AF_INET | n::AF_INET6 => self.loopback.create(call, family == n::AF_INET6, kind, protocol),
             n::AF_NETLINK => netlink::create(self, kind, protocol),
             n::AF_PACKET => Err(Errno::EPERM),
             // The families Linux has but the sandbox does not (Bluetooth,
