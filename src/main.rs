@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use sentry::confine::{self, Role};
+use sentry::confine::{self, HostNetwork, Role};
+use sentry::net::NetworkMode;
+use sentry::net::publish::{self, PublishSpec};
 use sentry::sandbox::{Bind, Sandbox, SandboxConfig, TmpfsSpec};
 use sentry::task::ExitStatus;
 use sentry::{diag, internal_error};
@@ -83,6 +85,12 @@ struct RunArgs {
     /// own with loopback only, or `host`, the host's.
     #[arg(long, value_name = "MODE", default_value = "none", value_parser = parse_network)]
     network: sentry::net::NetworkMode,
+    /// Publish a port of the sandbox on the host (repeatable, docker's
+    /// syntax): the host's IP (default: every IPv4 address) and HOSTPORT
+    /// forward TCP connections, or UDP datagrams with /udp, to what
+    /// listens on PORT inside. Not with --network=host.
+    #[arg(short = 'p', long = "publish", value_name = "[IP:]HOSTPORT:PORT[/udp]", value_parser = parse_publish)]
+    publish: Vec<PublishSpec>,
     /// Memory the sandbox may use, e.g. 4G or 512M (default: the host's RAM).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory: Option<u64>,
@@ -116,6 +124,10 @@ fn parse_network(s: &str) -> Result<sentry::net::NetworkMode, String> {
         "host" => Ok(sentry::net::NetworkMode::Host),
         _ => Err("the network is none or host".into()),
     }
+}
+
+fn parse_publish(s: &str) -> Result<PublishSpec, String> {
+    PublishSpec::parse(s)
 }
 
 fn parse_hostname(s: &str) -> Result<String, String> {
@@ -208,7 +220,13 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
     if !rootfs.is_dir() {
         bail!("--rootfs {}: not a directory", rootfs.display());
     }
-    let binds = args.volumes.iter().map(parse_volume).collect::<Result<Vec<_>>>()?;
+    let mut binds = args.volumes.iter().map(parse_volume).collect::<Result<Vec<_>>>()?;
+    if args.network == NetworkMode::Host {
+        if !args.publish.is_empty() {
+            bail!("-p: with --network=host the sandbox's ports are the host's already");
+        }
+        binds.splice(0..0, host_network_files(&binds));
+    }
     let home = sandbox_home(&rootfs, masking);
     let (masks, make_dirs) = if masking && home != b"/" {
         let mut masks = masked_paths();
@@ -347,6 +365,21 @@ fn sandbox_home(rootfs: &std::path::Path, masking: bool) -> Vec<u8> {
     }
 }
 
+/// With `--network=host`, the host's name resolution: its
+/// `/etc/resolv.conf` and `/etc/hosts`, the files they lead to (a
+/// resolv.conf is often a link into the host's /run, which the sandbox
+/// does not show), read-only, where the user mounts nothing else.
+fn host_network_files(binds: &[Bind]) -> Vec<Bind> {
+    ["/etc/resolv.conf", "/etc/hosts"]
+        .into_iter()
+        .filter(|at| !binds.iter().any(|b| b.at == at.as_bytes()))
+        .filter_map(|at| {
+            let host = std::fs::canonicalize(at).ok().filter(|h| h.is_file())?;
+            Some(Bind { host, open_at: None, at: at.as_bytes().to_vec(), read_only: true })
+        })
+        .collect()
+}
+
 /// `-v HOST:SANDBOX[:ro|:rw]`, as docker writes it: writable unless `ro`.
 fn parse_volume(v: &OsString) -> Result<Bind> {
     let shown = v.to_string_lossy();
@@ -426,12 +459,27 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             Some(ProfileOut::TextAndFile(path, file))
         }
     };
+    let specs = args.publish.clone();
     let config = build_config(args)?;
+    // Published ports are had before the sandbox starts, in the host's
+    // network namespace: one that cannot be had is an error now.
+    let listeners = match publish::listen(&specs) {
+        Ok(l) => l,
+        Err(e) => {
+            diag::line(format_args!("cordon: {e}"));
+            return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
+        }
+    };
+    let network = match config.network {
+        NetworkMode::Host => HostNetwork::Host,
+        NetworkMode::None if !listeners.is_empty() => HostNetwork::Published,
+        NetworkMode::None => HostNetwork::None,
+    };
     let bind_sources: Vec<confine::BindSource> =
         config.binds.iter().map(|b| confine::BindSource { path: &b.host, writable: !b.read_only }).collect();
-    let mut isolation = match confine::isolate(&config.rootfs, &bind_sources) {
+    let (mut isolation, listeners) = match confine::isolate(&config.rootfs, &bind_sources, network, listeners) {
         Ok(Role::Monitor(status)) => return Ok(ExitCode::from(status)),
-        Ok(Role::Sentry(isolation)) => isolation,
+        Ok(Role::Sentry(isolation, listeners)) => (isolation, listeners),
         Err(e) => {
             diag::line(format_args!("cordon: {e}"));
             return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
@@ -458,6 +506,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         diag::line(format_args!("cordon: {e}"));
         return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
     }
+    // Forwarding threads start confined, as every thread made from here.
+    publish::start(&sandbox.kernel.net, listeners);
     // The caller's terminal passes every key through while the program has
     // it; put back as it was however the run ends (a bug's exit and the
     // sentry's death by a signal put it back too: see `internal_error`).

@@ -23,6 +23,12 @@ work_dir_tests! {
 }
 
 #[test]
+fn unix_events() {
+    require_kvm!();
+    common::c_test("unix_events", &[]);
+}
+
+#[test]
 fn unix_rights() {
     require_kvm!();
     common::c_test("unix_rights", &[]);

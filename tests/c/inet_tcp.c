@@ -531,6 +531,9 @@ static void test_options(void) {
     CHECK_OK(setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof v));
     CHECK(sockopt_int(fd, IPPROTO_IP, IP_TOS) == 16);
     CHECK_ERR(getsockopt(fd, IPPROTO_IP, IP_MTU, &v, &(socklen_t){4}), ENOTCONN);
+    CHECK(sockopt_int(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT) == 0);
+    CHECK_OK(setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one));
+    CHECK(sockopt_int(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT) == 1);
     CHECK_ERR(getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, &(socklen_t){4}), EOPNOTSUPP);
     CHECK_ERR(setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one), ENOPROTOOPT);
     close(fd);
@@ -572,7 +575,32 @@ static void test_bulk(void) {
     close(s), close(l);
 }
 
+/* Blocked calls are woken: an accept by a connect from another process, a
+ * connect waiting at a full queue by the accept that makes room. */
+static void test_wakeups(void) {
+    int l = listener(0);
+    int port = port_of(l);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int c = connect_to(port, 0);
+        /* The queue (backlog 0) is full now: this one waits for room. */
+        int c2 = connect_to(port, 0);
+        _exit(c >= 0 && c2 >= 0 && write(c2, "2", 1) == 1 ? 0 : 1);
+    }
+    struct sockaddr_in from;
+    int s = accept(l, (struct sockaddr *)&from, &(socklen_t){sizeof from});
+    CHECK(s >= 0);
+    int s2 = accept(l, NULL, NULL);
+    CHECK(s2 >= 0);
+    char b = 0;
+    CHECK(read(s2, &b, 1) == 1 && b == '2');
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(s), close(s2), close(l);
+}
+
 int main(void) {
+    test_wakeups();
     test_connect_accept();
     test_half_close();
     test_resets();

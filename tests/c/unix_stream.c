@@ -46,6 +46,35 @@ static short revents(int fd, short events) {
     return p.revents;
 }
 
+/* /proc/PID/fd names the socket by its inode, and /proc/net/unix lists it
+ * with `flags`, `type`, state `st` and (if given) its path. */
+static int listed(int fd, const char *path, unsigned flags, unsigned type, unsigned st) {
+    struct stat sb;
+    char link[64], want[64], line[512];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, line, sizeof line - 1);
+    if (fstat(fd, &sb) != 0 || n < 0)
+        return 0;
+    line[n] = 0;
+    snprintf(want, sizeof want, "socket:[%lu]", (unsigned long)sb.st_ino);
+    if (strcmp(line, want) != 0)
+        return 0;
+    FILE *f = fopen("/proc/net/unix", "r");
+    if (!f || !fgets(line, sizeof line, f) || strncmp(line, "Num       RefCount Protocol Flags    Type St Inode Path", 55) != 0)
+        return 0;
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned ref, proto, fl, ty, state;
+        unsigned long ino;
+        char name[256] = "";
+        int k = sscanf(line, "%*[0-9a-f]: %x %x %x %x %x %lu %255s", &ref, &proto, &fl, &ty, &state, &ino, name);
+        if (k >= 6 && ino == sb.st_ino)
+            found = fl == flags && ty == type && state == st && (path ? strcmp(name, path) == 0 : k == 6);
+    }
+    fclose(f);
+    return found;
+}
+
 static void pairs(void) {
     int sv[2];
     char buf[64];
@@ -53,6 +82,7 @@ static void pairs(void) {
     struct stat st;
     CHECK_OK(fstat(sv[0], &st));
     CHECK(S_ISSOCK(st.st_mode));
+    CHECK(listed(sv[0], NULL, 0, SOCK_STREAM, 3));
     int v;
     socklen_t len = sizeof v;
     CHECK_OK(getsockopt(sv[0], SOL_SOCKET, SO_TYPE, &v, &len));
@@ -289,6 +319,8 @@ static void named(void) {
     CHECK_OK(getsockopt(l, SOL_SOCKET, SO_ACCEPTCONN, &v, &len));
     CHECK(v == 1);
     CHECK(revents(l, POLLIN | POLLOUT) == 0);
+    CHECK(listed(l, "s1", 0x10000, SOCK_STREAM, 1));
+    CHECK(listed(c, NULL, 0, SOCK_STREAM, 1));
     int fl = fcntl(l, F_GETFL);
     fcntl(l, F_SETFL, fl | O_NONBLOCK);
     CHECK_ERR(accept(l, NULL, NULL), EAGAIN);

@@ -12,8 +12,10 @@
 //!
 //! - namespaces: user (only for a caller who is not root: it maps the
 //!   caller's ids to themselves, so the sentry keeps them), mount, PID,
-//!   network, IPC and UTS. A kind the host refuses is done without, with
-//!   one debug line (`RUST_LOG=debug`); the run goes on.
+//!   network (but with `--network=host`), IPC and UTS. A kind the host
+//!   refuses is done without, with one debug line (`RUST_LOG=debug`); the
+//!   run goes on. Published ports' listeners are made before, in the
+//!   host's network namespace, where they stay.
 //! - a root of its own: a read-only tmpfs holding only `/rootfs`, a
 //!   read-only (`nosuid`, `nodev`) copy of the served root's mount tree,
 //!   `/binds/N`, a `nosuid`, `nodev` copy of each bind mount's source,
@@ -44,7 +46,9 @@
 //!   no capability at all: it writes where it could outside. The bounding
 //!   and ambient sets are emptied either way, and the sentry is not
 //!   dumpable (no other process of its uid may ptrace it or read its
-//!   memory).
+//!   memory). With `--network=host`, root's sentry keeps
+//!   `CAP_NET_BIND_SERVICE` too: the sandbox's root may listen on a
+//!   privileged port of the host, as root could.
 //! - `PR_SET_NO_NEW_PRIVS`, and the seccomp allow-list of [`seccomp`]
 //!   whose default action kills the sentry.
 //!
@@ -115,12 +119,29 @@ pub fn close_inherited_descriptors() {
 }
 
 /// Which side of the fork the caller of [`isolate`] is on.
-pub enum Role {
+pub enum Role<T> {
     /// The monitor, once the sentry has ended: cordon exits with this
     /// status.
     Monitor(u8),
-    /// The sentry, to build the sandbox and then [`Isolation::lock_down`].
-    Sentry(Isolation),
+    /// The sentry, to build the sandbox and then [`Isolation::lock_down`],
+    /// with what [`isolate`] was given for the sentry alone.
+    Sentry(Isolation, T),
+}
+
+/// What the sentry does on the host's network; see [`seccomp`] for the
+/// calls each allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostNetwork {
+    /// Nothing: the sentry has a network namespace of its own, empty, and
+    /// makes no socket.
+    None,
+    /// Published ports (`-p`): listening host sockets made before
+    /// [`isolate`], which stay in the host's namespace, and the
+    /// connections they accept. The sentry makes no socket itself.
+    Published,
+    /// `--network=host`: the sentry keeps the host's network namespace
+    /// and makes TCP and UDP sockets there for the sandbox.
+    Host,
 }
 
 /// The sentry's side of the confinement, between [`isolate`] and
@@ -137,6 +158,8 @@ pub struct Isolation {
     own_proc: bool,
     /// A bind mount is writable: the sentry changes host files.
     writable_binds: bool,
+    /// What the sentry does on the host's network.
+    network: HostNetwork,
     /// The sentry's own root was built: all it holds is read-only but the
     /// writable binds.
     private_root: bool,
@@ -146,9 +169,17 @@ pub struct Isolation {
 }
 
 /// Makes the namespaces and forks the monitor off (see the module's
-/// documentation). `rootfs` is the host directory the sandbox will serve.
+/// documentation). `rootfs` is the host directory the sandbox will serve;
+/// `network` says whether the sentry keeps the host's network namespace
+/// (only for `--network=host`); `sentry_only` is what the sentry alone
+/// keeps (published ports' listeners): the monitor lets it go at once.
 /// Must be called while the process has a single thread.
-pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError> {
+pub fn isolate<T>(
+    rootfs: &Path,
+    binds: &[BindSource],
+    network: HostNetwork,
+    sentry_only: T,
+) -> Result<Role<T>, ConfineError> {
     let root = rustix::process::geteuid().is_root();
     // Blocked before the fork: the monitor waits for these, and the sentry
     // (the first process of a PID namespace, which drops signals it does
@@ -171,7 +202,11 @@ pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError
     };
     let mount_ns = made(UnshareFlags::NEWNS, "mount");
     let pid_ns = made(UnshareFlags::NEWPID, "PID");
-    made(UnshareFlags::NEWNET, "network");
+    // Host sockets are made in the namespace the sentry is in when it
+    // makes them: only `--network=host` needs the host's.
+    if network != HostNetwork::Host {
+        made(UnshareFlags::NEWNET, "network");
+    }
     made(UnshareFlags::NEWIPC, "IPC");
     made(UnshareFlags::NEWUTS, "UTS");
     if !missing.is_empty() {
@@ -189,6 +224,7 @@ pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError
     }
     if pid > 0 {
         drop(from_monitor);
+        drop(sentry_only);
         // The monitor needs no right at all: it waits, reads signals and
         // writes to a pipe.
         if let Err(e) = give_up_privileges(root, user_ns, CapabilitySet::empty(), false)
@@ -207,6 +243,7 @@ pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError
         new_root: None,
         own_proc: false,
         writable_binds: binds.iter().any(|b| b.writable),
+        network,
         private_root: false,
         from_monitor: Some(from_monitor),
     };
@@ -216,7 +253,7 @@ pub fn isolate(rootfs: &Path, binds: &[BindSource]) -> Result<Role, ConfineError
     if mount_ns && let Err(e) = isolation.prepare_root(rootfs, binds, pid_ns) {
         tracing::debug!("the sentry keeps the host's root: {e}");
     }
-    Ok(Role::Sentry(isolation))
+    Ok(Role::Sentry(isolation, sentry_only))
 }
 
 /// Blocks `sig` in the calling thread (and the threads it makes later).
@@ -485,7 +522,7 @@ impl Isolation {
         }
         self.drop_identity()?;
         rustix::thread::set_no_new_privs(true).map_err(failed("PR_SET_NO_NEW_PRIVS"))?;
-        seccomp::install(self.writable_binds)
+        seccomp::install(self.writable_binds, self.network)
             .map_err(|e| ConfineError { what: "installing the seccomp filter", err: e })?;
         Ok(())
     }
@@ -513,13 +550,19 @@ impl Isolation {
         // Only within the root that bounds it: a sentry left on the host's
         // root keeps no right to write as root's.
         let root_writes = self.root && self.writable_binds && self.private_root;
-        let keep = if root_writes {
+        let mut keep = if root_writes {
             CapabilitySet::DAC_READ_SEARCH | CapabilitySet::DAC_OVERRIDE | CapabilitySet::FOWNER | CapabilitySet::CHOWN
         } else if self.root {
             CapabilitySet::DAC_READ_SEARCH
         } else {
             CapabilitySet::empty()
         };
+        // On the host's network, the sandbox's root may listen on a
+        // privileged port, as root could outside (the sentry asks the
+        // caller's own capability first).
+        if self.root && self.network == HostNetwork::Host {
+            keep |= CapabilitySet::NET_BIND_SERVICE;
+        }
         give_up_privileges(self.root, self.user_ns, keep, root_writes)?;
         // The change of ids cleared the parent-death signal.
         if let Some(from_monitor) = &self.from_monitor {

@@ -26,15 +26,36 @@
 //! The calls that change host files ([`HOST_FILE_CHANGES`]) are allowed
 //! only to a sentry serving a writable bind mount (`-v` without `:ro`).
 //!
+//! Sockets, by what the sentry does on the host's network
+//! ([`HostNetwork`]):
+//! - `--network=none` (the default), no port published: no socket call
+//!   at all.
+//! - ports published (`-p`): the calls on sockets it already holds (the
+//!   listeners, made before the filter, and what they accept): `accept4`,
+//!   sending, receiving, `shutdown`, the names, and `setsockopt` for
+//!   `SO_LINGER` only (a connection nothing takes inside is reset).
+//!   `socket` stays forbidden.
+//! - `--network=host`: besides, `socket` for `AF_INET` and `AF_INET6`
+//!   TCP and UDP only (non-blocking, close-on-exec, by argument),
+//!   `bind`, `listen`, `connect`, `getsockopt` and `setsockopt` at the
+//!   levels the sentry passes on (`SOL_SOCKET`, `IPPROTO_TCP`,
+//!   `IPPROTO_IP`, `IPPROTO_IPV6`; the options themselves are vetted by
+//!   `net::hostinet`), the interface and queue ioctls it passes on, and
+//!   the epoll calls of the thread that watches host sockets.
+//!
 //! Never allowed, among everything else: `execve`, `fork`, `ptrace`,
 //! `mount` and the rest of the mount API, `unshare`, `setns`, `kill` (of
-//! other processes), sockets, `bpf`, `perf_event_open`, `process_vm_*`,
+//! other processes), sockets of any other family or type, `socketpair`,
+//! `bpf`, `perf_event_open`, `process_vm_*`,
 //! and `open_by_handle_at`/`name_to_handle_at`, which with the
 //! CAP_DAC_READ_SEARCH a root-started sentry keeps would open any file of
 //! a file system by its handle, past every root.
 
 use std::collections::BTreeMap;
 
+use linux_raw_sys::ioctl as io;
+
+use super::HostNetwork;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
 };
@@ -149,6 +170,51 @@ const HOST_FILE_CHANGES: &[libc::c_long] = &[
 /// terminal settings put back when the run ends or cordon fails.
 const TERMINAL_IOCTLS: &[u64] = &[libc::TCGETS, libc::TCSETS, libc::TIOCGWINSZ, libc::FIONREAD];
 
+/// Calls on host sockets the sentry holds: a published port's listener
+/// and its connections, or the sandbox's sockets with `--network=host`.
+const HOST_SOCKET_CALLS: &[libc::c_long] = &[
+    libc::SYS_accept4,
+    libc::SYS_sendto,
+    libc::SYS_recvfrom,
+    libc::SYS_sendmsg,
+    libc::SYS_recvmsg,
+    libc::SYS_shutdown,
+    libc::SYS_getsockname,
+    libc::SYS_getpeername,
+];
+
+/// Calls a sentry on the host's network makes besides: its own sockets,
+/// and the epoll of the thread that watches them.
+const HOST_NETWORK_CALLS: &[libc::c_long] = &[
+    libc::SYS_bind,
+    libc::SYS_listen,
+    libc::SYS_connect,
+    libc::SYS_epoll_create1,
+    libc::SYS_epoll_ctl,
+    libc::SYS_epoll_wait,
+    libc::SYS_epoll_pwait,
+];
+
+/// Socket requests passed to the host with `--network=host`: the queues
+/// (FIONREAD is among the terminal requests), the urgent mark and the
+/// interfaces.
+const HOST_SOCKET_IOCTLS: &[u32] = &[
+    io::TIOCOUTQ,
+    io::SIOCATMARK,
+    io::SIOCGIFCONF,
+    io::SIOCGIFNAME,
+    io::SIOCGIFINDEX,
+    io::SIOCGIFFLAGS,
+    io::SIOCGIFADDR,
+    io::SIOCGIFDSTADDR,
+    io::SIOCGIFBRDADDR,
+    io::SIOCGIFNETMASK,
+    io::SIOCGIFMETRIC,
+    io::SIOCGIFMTU,
+    io::SIOCGIFHWADDR,
+    io::SIOCGIFTXQLEN,
+];
+
 fn rule(conditions: Vec<SeccompCondition>) -> SeccompRule {
     SeccompRule::new(conditions).expect("a rule with conditions")
 }
@@ -158,14 +224,56 @@ fn arg(index: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64) -> Seccom
 }
 
 /// The allow-list for a sentry whose process id (as it sees it) is
-/// `own_pid`, and that changes host files if `host_writes`.
-fn allow_list(own_pid: i32, host_writes: bool) -> BTreeMap<i64, Vec<SeccompRule>> {
+/// `own_pid`, that changes host files if `host_writes`, and does
+/// `network` on the host's network.
+fn allow_list(own_pid: i32, host_writes: bool, network: HostNetwork) -> BTreeMap<i64, Vec<SeccompRule>> {
     use SeccompCmpArgLen::{Dword, Qword};
     let changes = if host_writes { HOST_FILE_CHANGES } else { &[] };
+    let (sockets, own_sockets, socket_ioctls) = match network {
+        HostNetwork::None => (&[][..], &[][..], &[][..]),
+        HostNetwork::Published => (HOST_SOCKET_CALLS, &[][..], &[][..]),
+        HostNetwork::Host => (HOST_SOCKET_CALLS, HOST_NETWORK_CALLS, HOST_SOCKET_IOCTLS),
+    };
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        ALLOWED.iter().chain(changes).map(|nr| (*nr, Vec::new())).collect();
+        ALLOWED.iter().chain(changes).chain(sockets).chain(own_sockets).map(|nr| (*nr, Vec::new())).collect();
+    match network {
+        HostNetwork::None => {}
+        HostNetwork::Published => {
+            let linger = vec![
+                arg(1, Dword, SeccompCmpOp::Eq, libc::SOL_SOCKET as u64),
+                arg(2, Dword, SeccompCmpOp::Eq, libc::SO_LINGER as u64),
+            ];
+            rules.insert(libc::SYS_setsockopt, vec![rule(linger)]);
+        }
+        HostNetwork::Host => {
+            let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u64;
+            let mut socket = Vec::new();
+            for family in [libc::AF_INET, libc::AF_INET6] {
+                for (kind, protocol) in [(libc::SOCK_STREAM, libc::IPPROTO_TCP), (libc::SOCK_DGRAM, libc::IPPROTO_UDP)]
+                {
+                    socket.push(rule(vec![
+                        arg(0, Dword, SeccompCmpOp::Eq, family as u64),
+                        arg(1, Dword, SeccompCmpOp::Eq, kind as u64 | flags),
+                        arg(2, Dword, SeccompCmpOp::Eq, protocol as u64),
+                    ]));
+                }
+            }
+            rules.insert(libc::SYS_socket, socket);
+            let levels = || {
+                [libc::SOL_SOCKET, libc::IPPROTO_TCP, libc::IPPROTO_IP, libc::IPPROTO_IPV6]
+                    .into_iter()
+                    .map(|level| rule(vec![arg(1, Dword, SeccompCmpOp::Eq, level as u64)]))
+                    .collect::<Vec<_>>()
+            };
+            rules.insert(libc::SYS_getsockopt, levels());
+            rules.insert(libc::SYS_setsockopt, levels());
+        }
+    }
     // The kernel takes an ioctl's request as 32 bits.
-    let ioctls = platform::kvm::host_ioctls().into_iter().chain(TERMINAL_IOCTLS.iter().copied());
+    let ioctls = platform::kvm::host_ioctls()
+        .into_iter()
+        .chain(TERMINAL_IOCTLS.iter().copied())
+        .chain(socket_ioctls.iter().map(|r| u64::from(*r)));
     rules.insert(libc::SYS_ioctl, ioctls.map(|req| rule(vec![arg(1, Dword, SeccompCmpOp::Eq, req)])).collect());
     let thread = libc::CLONE_THREAD as u64;
     rules.insert(libc::SYS_clone, vec![rule(vec![arg(0, Qword, SeccompCmpOp::MaskedEq(thread), thread)])]);
@@ -195,11 +303,11 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, mismatch: SeccompAction, matc
 }
 
 /// Installs the filters on every thread of the sentry; `host_writes`: it
-/// serves a writable bind mount. Needs PR_SET_NO_NEW_PRIVS (or
-/// CAP_SYS_ADMIN).
-pub fn install(host_writes: bool) -> std::io::Result<()> {
+/// serves a writable bind mount; `network`: what it does on the host's
+/// network. Needs PR_SET_NO_NEW_PRIVS (or CAP_SYS_ADMIN).
+pub fn install(host_writes: bool, network: HostNetwork) -> std::io::Result<()> {
     let own_pid = rustix::process::getpid().as_raw_nonzero().get();
-    let allow = compile(allow_list(own_pid, host_writes), SeccompAction::KillProcess, SeccompAction::Allow);
+    let allow = compile(allow_list(own_pid, host_writes, network), SeccompAction::KillProcess, SeccompAction::Allow);
     let clone3 = compile(
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
         SeccompAction::Allow,

@@ -13,6 +13,12 @@ pub trait Caller: Blocker + super::AsAny {
     /// Raises `sig` for the caller itself, as Linux's `send_sig(sig,
     /// current)` does (SIGPIPE after a pipe write cut short).
     fn send_signal(&self, sig: u32);
+    /// The caller's process id as the sandbox numbers it (0 for the
+    /// sentry's own calls), for what a call records of its caller, such
+    /// as a unix socket message's credentials.
+    fn process_id(&self) -> i32 {
+        0
+    }
 }
 
 /// One call's context.

@@ -28,10 +28,12 @@ use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, S
 use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
+pub mod hostinet;
 pub mod inet;
 pub mod interfaces;
 pub mod netlink;
 pub mod options;
+pub mod publish;
 pub mod unix;
 
 /// Largest socket address accepted (`sizeof(struct sockaddr_storage)`).
@@ -252,6 +254,11 @@ impl SocketNames for NoNames {
     }
 }
 
+/// The caller of a file operation as credentials name it.
+fn caller_ucred(ctx: &Context) -> Ucred {
+    Ucred { pid: ctx.caller.process_id(), uid: ctx.creds.uid.real, gid: ctx.creds.gid.real }
+}
+
 /// A socket's error as the file operations return it: EPIPE of a stream
 /// socket as a broken pipe, so write(2) raises SIGPIPE (Linux's datagram
 /// and seqpacket sockets give EPIPE without the signal).
@@ -265,7 +272,7 @@ fn errno_to_fs(socket: &dyn Socket, e: Errno) -> FsError {
 
 impl FileOps for SocketFile {
     fn read(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSliceMut<'_>], _: u64) -> Result<usize, FsError> {
-        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        let call = NetCall { ctx, ucred: caller_ucred(ctx), names: &NoNames, file: Some(file) };
         let r = self
             .socket
             .recv(&call, RecvMsg { bufs, flags: 0, want_control: false })
@@ -273,7 +280,7 @@ impl FileOps for SocketFile {
         Ok(r.ret)
     }
     fn write(&self, ctx: &Context, file: &OpenFile, bufs: &[GuestSlice<'_>], _: u64) -> Result<usize, FsError> {
-        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        let call = NetCall { ctx, ucred: caller_ucred(ctx), names: &NoNames, file: Some(file) };
         self.socket
             .send(&call, SendMsg { data: bufs, to: None, control: Control::default(), flags: 0 })
             .map_err(|e| errno_to_fs(&*self.socket, e))
@@ -300,7 +307,7 @@ impl FileOps for SocketFile {
         self.socket.readable_bytes()
     }
     fn ioctl(&self, ctx: &Context, file: &OpenFile, mm: &MemoryManager, cmd: u32, arg: u64) -> Result<u64, FsError> {
-        let call = NetCall { ctx, ucred: Ucred::default(), names: &NoNames, file: Some(file) };
+        let call = NetCall { ctx, ucred: caller_ucred(ctx), names: &NoNames, file: Some(file) };
         match self.socket.ioctl(&call, mm, cmd, arg) {
             // As Linux's sock_do_ioctl: what the family does not answer,
             // the interface ioctls of every socket may, and an AF_INET
@@ -421,10 +428,8 @@ impl Network {
             // them by default: the sandbox holds no CAP_NET_RAW for them.
             n::AF_INET | n::AF_INET6 if kind == n::SOCK_RAW => Err(Errno::EPERM),
             n::AF_UNIX => unix::UnixSocket::create(&self.unix, kind, protocol),
-            n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::None => {
-                self.loopback.create(call, family == n::AF_INET6, kind, protocol)
-            }
-            n::AF_INET | n::AF_INET6 => Err(Errno::EAFNOSUPPORT),
+            n::AF_INET | n::AF_INET6 if self.mode == NetworkMode::Host => hostinet::create(family, kind, protocol),
+            n::AF_INET | n::AF_INET6 => self.loopback.create(call, family == n::AF_INET6, kind, protocol),
             n::AF_NETLINK => netlink::create(self, kind, protocol),
             n::AF_PACKET => Err(Errno::EPERM),
             // The families Linux has but the sandbox does not (Bluetooth,

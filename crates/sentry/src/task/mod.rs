@@ -218,6 +218,9 @@ impl crate::fs::Caller for TaskShared {
     fn send_signal(&self, sig: u32) {
         signals::raise_for(self, sig);
     }
+    fn process_id(&self) -> i32 {
+        self.tg.tgid
+    }
 }
 
 impl TaskShared {

@@ -613,6 +613,7 @@ pub(crate) struct IpOptions {
     pub recvttl: bool,
     pub mtu_discover: i32,
     pub freebind: bool,
+    pub bind_address_no_port: bool,
     pub multicast_ttl: i32,
     pub multicast_loop: bool,
     pub multicast_if: [u8; 4],
@@ -639,6 +640,7 @@ impl Default for IpOptions {
             // IP_PMTUDISC_WANT, net.ipv4.ip_no_pmtu_disc's default.
             mtu_discover: 1,
             freebind: false,
+            bind_address_no_port: false,
             multicast_ttl: 1,
             multicast_loop: true,
             multicast_if: [0; 4],
@@ -663,6 +665,7 @@ const IP_RECVTTL: u32 = 12;
 const IP_RECVTOS: u32 = 13;
 const IP_MTU: u32 = 14;
 const IP_FREEBIND: u32 = 15;
+const IP_BIND_ADDRESS_NO_PORT: u32 = 24;
 const IP_MULTICAST_IF: u32 = 32;
 const IP_MULTICAST_TTL: u32 = 33;
 const IP_MULTICAST_LOOP: u32 = 34;
@@ -705,6 +708,7 @@ impl IpOptions {
                 }
             }
             (IPPROTO_IP, IP_FREEBIND) => flag(self.freebind),
+            (IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT) => flag(self.bind_address_no_port),
             (IPPROTO_IP, IP_MULTICAST_IF) => Ok(self.multicast_if.to_vec()),
             (IPPROTO_IP, IP_MULTICAST_TTL) => Ok(int_bytes(self.multicast_ttl)),
             (IPPROTO_IP, IP_MULTICAST_LOOP) => flag(self.multicast_loop),
@@ -743,6 +747,9 @@ impl IpOptions {
             (IPPROTO_IP, IP_RECVTTL) => int_or_byte(value).map(|v| self.recvttl = v != 0),
             (IPPROTO_IP, IP_RECVTOS) => int_or_byte(value).map(|v| self.recvtos = v != 0),
             (IPPROTO_IP, IP_FREEBIND) => int_or_byte(value).map(|v| self.freebind = v != 0),
+            // Every port here is one bind or connect claims at once; the
+            // flag is kept for the application to read back.
+            (IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT) => int_or_byte(value).map(|v| self.bind_address_no_port = v != 0),
             (IPPROTO_IP, IP_MTU_DISCOVER) => {
                 let v = int_or_byte(value)?;
                 if !(0..=5).contains(&v) {
@@ -837,5 +844,94 @@ impl IpOptions {
             }
             _ => Err(Errno::ENOPROTOOPT),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{Context, Dentry};
+    use crate::net::{RecvMsg, SendMsg, SocketNames, Ucred};
+    use memory::{GuestSlice, GuestSliceMut};
+
+    struct NoNames;
+
+    impl SocketNames for NoNames {
+        fn make_socket_node(&self, _: &[u8]) -> Result<Arc<Dentry>, Errno> {
+            Err(Errno::EINVAL)
+        }
+        fn find_socket_node(&self, _: &[u8]) -> Result<Arc<Dentry>, Errno> {
+            Err(Errno::EINVAL)
+        }
+    }
+
+    fn loopback_v4(port: u16) -> Vec<u8> {
+        sockaddr(false, Endpoint { ip: IpAddr::V4(Ipv4Addr::LOCALHOST), port })
+    }
+
+    fn port_of(s: &dyn Socket) -> u16 {
+        let a = s.local_addr().unwrap();
+        u16::from_be_bytes([a[2], a[3]])
+    }
+
+    /// The publish path's view: a sentry-side client reaches a sandbox
+    /// listener, and data goes both ways without blocking.
+    #[test]
+    fn outside_client_reaches_a_listener() {
+        let ctx = Context::internal();
+        let call = NetCall { ctx: &ctx, ucred: Ucred::default(), names: &NoNames, file: None };
+        let lo = Loopback::new();
+        let listener = lo.create(&call, false, n::SOCK_STREAM, 0).unwrap();
+        listener.bind(&call, &loopback_v4(0)).unwrap();
+        let port = port_of(&*listener);
+        assert_eq!(lo.connect_from_outside(port, false).err(), Some(Errno::ECONNREFUSED));
+        listener.listen(&call, 4).unwrap();
+
+        let outside = lo.connect_from_outside(port, false).unwrap();
+        let (inside, peer) = listener.accept(&call).unwrap();
+        assert_eq!(u16::from_be_bytes([peer[2], peer[3]]), port_of(&*outside));
+        let mut buf = [0u8; 16];
+        assert_eq!(outside.read_nonblocking(&mut buf), Err(Errno::EAGAIN));
+        assert_eq!(outside.write_nonblocking(b"request").unwrap(), 7);
+        let r =
+            inside.recv(&call, RecvMsg { bufs: &[GuestSliceMut::from(&mut buf[..])], flags: 0, want_control: false });
+        assert_eq!(r.unwrap().ret, 7);
+        assert_eq!(&buf[..7], b"request");
+        let sent = inside.send(
+            &call,
+            SendMsg { data: &[GuestSlice::from(&b"reply"[..])], to: None, control: Default::default(), flags: 0 },
+        );
+        assert_eq!(sent.unwrap(), 5);
+        assert!(outside.poll() & crate::fs::POLLIN != 0);
+        assert_eq!(outside.read_nonblocking(&mut buf).unwrap(), 5);
+        outside.shutdown_write().unwrap();
+        let r =
+            inside.recv(&call, RecvMsg { bufs: &[GuestSliceMut::from(&mut buf[..])], flags: 0, want_control: false });
+        assert_eq!(r.unwrap().ret, 0);
+        drop(inside);
+        assert_eq!(outside.read_nonblocking(&mut buf).unwrap(), 0);
+    }
+
+    #[test]
+    fn outside_datagrams_reach_a_bound_socket_and_replies_come_back() {
+        let ctx = Context::internal();
+        let call = NetCall { ctx: &ctx, ucred: Ucred::default(), names: &NoNames, file: None };
+        let lo = Loopback::new();
+        let server = lo.create(&call, false, n::SOCK_DGRAM, 0).unwrap();
+        server.bind(&call, &loopback_v4(0)).unwrap();
+        let outside = lo.udp_from_outside(port_of(&*server), false).unwrap();
+        assert_eq!(outside.send_nonblocking(b"ping").unwrap(), 4);
+        let mut buf = [0u8; 16];
+        let r = server
+            .recv(&call, RecvMsg { bufs: &[GuestSliceMut::from(&mut buf[..])], flags: 0, want_control: false })
+            .unwrap();
+        assert_eq!(r.ret, 4);
+        let from = r.from.unwrap();
+        let reply =
+            SendMsg { data: &[GuestSlice::from(&b"pong"[..])], to: Some(&from), control: Default::default(), flags: 0 };
+        assert_eq!(server.send(&call, reply).unwrap(), 4);
+        assert_eq!(outside.recv_nonblocking(&mut buf).unwrap(), 4);
+        assert_eq!(&buf[..4], b"pong");
+        assert_eq!(outside.recv_nonblocking(&mut buf), Err(Errno::EAGAIN));
     }
 }

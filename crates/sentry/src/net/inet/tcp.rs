@@ -517,29 +517,35 @@ impl TcpSocket {
             st.phase = Phase::Connecting { listener: Arc::downgrade(&listener), to };
             listener
         };
-        Ok(listener.admit(&self.arc(), to))
+        match listener.admit(&self.arc(), to) {
+            Some(accepted) => Ok(accepted),
+            None => {
+                // It stopped listening meanwhile.
+                let mut st = self.state.lock().unwrap();
+                st.phase = Phase::Closed;
+                self.unbind(&mut st, true);
+                Err(Errno::ECONNREFUSED)
+            }
+        }
     }
 
-    /// A connector arrives at this listener: accepted into the queue, or
-    /// left waiting if the queue is beyond the backlog. True if accepted.
-    fn admit(&self, client: &Arc<TcpSocket>, to: Endpoint) -> bool {
+    /// A connector arrives at this listener: accepted into the queue
+    /// (true), or left waiting if the queue is beyond the backlog (false);
+    /// None if it no longer listens.
+    fn admit(&self, client: &Arc<TcpSocket>, to: Endpoint) -> Option<bool> {
         let mut st = self.state.lock().unwrap();
-        let Phase::Listening { backlog, ready, waiting } = &mut st.phase else {
-            drop(st);
-            client.refuse();
-            return true;
-        };
+        let Phase::Listening { backlog, ready, waiting } = &mut st.phase else { return None };
         // sk_acceptq_is_full: the queue takes backlog + 1.
         if ready.len() > *backlog {
             waiting.push_back(Arc::downgrade(client));
-            return false;
+            return Some(false);
         }
         let server = self.establish(client, to, &st.ip, &st.tcp);
         let Phase::Listening { ready, .. } = &mut st.phase else { unreachable!("checked above") };
         ready.push_back(server);
         drop(st);
         self.queue.notify_all();
-        true
+        Some(true)
     }
 
     /// Makes the connection between `client` and a new socket accepted
@@ -653,7 +659,9 @@ impl TcpSocket {
                 Phase::Connecting { listener, to } if listener.ptr_eq(&self.this) => *to,
                 _ => continue,
             };
-            self.admit(&client, to);
+            if self.admit(&client, to).is_none() {
+                client.refuse();
+            }
             return;
         }
     }
