@@ -18,6 +18,9 @@ const F_REPLY_SEQ: usize = 4;
 const F_REPLY_PID: usize = 8;
 /// One byte per slot: the stub there died (written by the factory only).
 const F_DEAD: usize = 1024;
+/// One word per slot: the highest thread area the sentry handed out
+/// (written by the sentry only).
+const F_HIGH: usize = 2048;
 
 /// Offset of slot `n` in the control file.
 pub(crate) fn slot_offset(n: usize) -> u64 {
@@ -62,7 +65,20 @@ impl FactoryPage {
     }
     pub(crate) fn set_dead(&self, slot: usize, dead: bool) {
         // SAFETY: as in `word`; one byte per slot inside the factory page.
-        unsafe { (*self.0.add(F_DEAD + slot).cast::<std::sync::atomic::AtomicU8>()).store(dead as u8, Ordering::Release) }
+        unsafe {
+            (*self.0.add(F_DEAD + slot).cast::<std::sync::atomic::AtomicU8>()).store(dead as u8, Ordering::Release)
+        }
+    }
+    /// Notes that thread area `index` of `slot` is in use.
+    pub(crate) fn raise_high(&self, slot: usize, index: usize) {
+        word(self.0, F_HIGH + 4 * slot).fetch_max(index as u32, Ordering::AcqRel);
+    }
+    /// The highest thread area of `slot` in use since the slot was reset.
+    pub(crate) fn high(&self, slot: usize) -> usize {
+        word(self.0, F_HIGH + 4 * slot).load(Ordering::Acquire) as usize
+    }
+    pub(crate) fn reset_high(&self, slot: usize) {
+        word(self.0, F_HIGH + 4 * slot).store(0, Ordering::Release)
     }
     pub(crate) fn is_dead(&self, slot: usize) -> bool {
         // SAFETY: as in set_dead.
@@ -88,7 +104,8 @@ pub(crate) fn slot_u32(base: *mut u8, slot: usize, off: usize) -> &'static Atomi
 
 /// Marks every thread of a dead stub gone and wakes whoever waits on them.
 pub(crate) fn wake_all_threads(base: *mut u8, slot: usize) {
-    for i in 1..=stub::MAX_THREADS {
+    let high = FactoryPage(base).high(slot).min(stub::MAX_THREADS);
+    for i in 1..=high {
         let w = thread_state(base, slot, i);
         if w.swap(stub::STATE_DEAD, Ordering::AcqRel) != stub::STATE_DEAD {
             futex_wake(w);

@@ -115,7 +115,11 @@ fn factory_main(fds: &FactoryFds, acks: &[RawFd], base: *mut u8, plan: &StubPlan
             }
             if polls[1].revents & libc::POLLIN != 0 {
                 let mut info: libc::signalfd_siginfo = std::mem::zeroed();
-                libc::read(sigfd, (&mut info as *mut libc::signalfd_siginfo).cast(), size_of::<libc::signalfd_siginfo>());
+                libc::read(
+                    sigfd,
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size_of::<libc::signalfd_siginfo>(),
+                );
                 loop {
                     let pid = libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG);
                     if pid <= 0 {

@@ -160,7 +160,8 @@ pub(crate) fn control() -> Vec<Insn> {
         Pin { arg: 3, value: (libc::MAP_SHARED | libc::MAP_FIXED) as u64 },
         Pin { arg: 4, value: stub::MEM_FD as u64 },
     ];
-    const CLONE: &[Pin] = &[Pin { arg: 0, value: stub::clone_flags() }, Pin { arg: 2, value: 0 }, Pin { arg: 4, value: 0 }];
+    const CLONE: &[Pin] =
+        &[Pin { arg: 0, value: stub::clone_flags() }, Pin { arg: 2, value: 0 }, Pin { arg: 4, value: 0 }];
     const WRITE: &[Pin] = &[Pin { arg: 0, value: stub::ACK_FD as u64 }, Pin { arg: 2, value: 8 }];
     const SECCOMP: &[Pin] = &[Pin { arg: 0, value: 1 }, Pin { arg: 1, value: 0 }];
     build(&[

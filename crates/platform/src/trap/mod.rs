@@ -71,8 +71,8 @@ use std::sync::{Arc, Mutex};
 use memory::{Frame, MemoryFile};
 
 use crate::{
-    Access, AddressSpace, Context, Event, Exception, ExitCounts, Fault, FpState, Interrupter, Platform,
-    PlatformError, PlatformStats, Registers,
+    Access, AddressSpace, Context, Event, Exception, ExitCounts, Fault, FpState, Interrupter, Platform, PlatformError,
+    PlatformStats, Registers,
 };
 
 /// The host signal that interrupts application code in a stub.
@@ -93,7 +93,7 @@ struct Shared {
     _mem: Arc<MemoryFile>,
     /// The sentry's mapping of the control file.
     base: *mut u8,
-    _control: OwnedFd,
+    control: OwnedFd,
     factory_request: OwnedFd,
     acks: Vec<OwnedFd>,
     free_slots: Mutex<Vec<usize>>,
@@ -205,13 +205,16 @@ impl TrapPlatform {
             acks: acks.iter().map(|a| a.as_raw_fd()).collect::<Vec<RawFd>>(),
         };
         factory::spawn(&fds, base.cast()).map_err(|e| {
-            PlatformError::host("fork stub factory", rustix::io::Errno::from_raw_os_error(e.raw_os_error().unwrap_or(0)))
+            PlatformError::host(
+                "fork stub factory",
+                rustix::io::Errno::from_raw_os_error(e.raw_os_error().unwrap_or(0)),
+            )
         })?;
         Ok(TrapPlatform {
             shared: Arc::new(Shared {
                 _mem: mem,
                 base: base.cast(),
-                _control: control,
+                control,
                 factory_request: request,
                 acks,
                 free_slots: Mutex::new((0..control::MAX_STUBS).rev().collect()),
@@ -334,7 +337,8 @@ impl Stub {
             let chunk = chunk.unwrap_or(&[]);
             for (i, op) in chunk.iter().enumerate() {
                 for (j, v) in op.iter().enumerate() {
-                    control::slot_u64(base, self.slot, stub::REQ_OPS + i * stub::OP_SIZE + j * 8).store(*v, Ordering::Relaxed);
+                    control::slot_u64(base, self.slot, stub::REQ_OPS + i * stub::OP_SIZE + j * 8)
+                        .store(*v, Ordering::Relaxed);
                 }
             }
             control::slot_u32(base, self.slot, stub::REQ_COUNT).store(chunk.len() as u32, Ordering::Relaxed);
@@ -366,7 +370,8 @@ impl Stub {
     fn new_thread(self: &Arc<Self>) -> Result<StubThread, PlatformError> {
         let mut inner = self.inner.lock().unwrap();
         let base = self.shared.base;
-        let index = (1..=stub::MAX_THREADS)
+        let high = self.shared.page().high(self.slot);
+        let index = (1..=stub::MAX_THREADS.min(high + 1))
             .find(|i| {
                 !inner.areas_in_use[*i]
                     && control::thread_state(base, self.slot, *i).load(Ordering::Acquire) == stub::STATE_DEAD
@@ -375,6 +380,7 @@ impl Stub {
         let state = control::thread_state(base, self.slot, index);
         state.store(stub::STATE_RUN, Ordering::Release);
         inner.areas_in_use[index] = true;
+        self.shared.page().raise_high(self.slot, index);
         let area_va = stub::SLOT + index as u64 * stub::AREA;
         inner.pending.push([stub::OP_THREAD, area_va, 0, 0, 0]);
         let sent = self.send(&mut inner);
@@ -392,22 +398,38 @@ impl Stub {
     }
 }
 
+impl Stub {
+    fn control_fd(&self) -> RawFd {
+        self.shared.control.as_raw_fd()
+    }
+}
+
 impl Drop for Stub {
     fn drop(&mut self) {
         let inner = self.inner.get_mut().unwrap();
         inner.pending.clear();
         if !inner.dead {
             inner.pending.push([stub::OP_EXIT, 0, 0, 0, 0]);
-            let mut inner = std::mem::replace(
-                inner,
-                StubInner { pending: vec![], seq: 0, areas_in_use: vec![], dead: true },
-            );
+            let mut inner =
+                std::mem::replace(inner, StubInner { pending: vec![], seq: 0, areas_in_use: vec![], dead: true });
             // Acknowledged by the factory once the stub is gone.
             let _ = self.send(&mut inner);
             while !self.shared.page().is_dead(self.slot) {
                 self.shared.wait_ack(self.slot);
             }
         }
+        // Give the slot's memory back; its state words read as dead.
+        // SAFETY: punches a hole in the control file we own, in a slot no
+        // live stub maps.
+        unsafe {
+            libc::fallocate(
+                self.control_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                control::slot_offset(self.slot) as libc::off_t,
+                stub::SLOT_SIZE as libc::off_t,
+            )
+        };
+        self.shared.page().reset_high(self.slot);
         self.shared.stubs.fetch_sub(1, Ordering::Relaxed);
         self.shared.free_slots.lock().unwrap().push(self.slot);
     }
@@ -696,7 +718,11 @@ impl TrapContext {
             }
             libc::SIGBUS => {
                 c.page_faults += 1;
-                Event::Fault(Fault { addr: read(SI_ADDR), access: Access { read: true, ..Access::NONE }, present: true })
+                Event::Fault(Fault {
+                    addr: read(SI_ADDR),
+                    access: Access { read: true, ..Access::NONE },
+                    present: true,
+                })
             }
             // `int $0x80`, the only way to a foreign system call: the
             // general protection fault a kernel without IA-32 emulation
@@ -705,7 +731,10 @@ impl TrapContext {
             libc::SIGSYS => {
                 c.exceptions += 1;
                 regs.rip = regs.rip.wrapping_sub(2);
-                Event::Exception(Exception { vector: crate::arch::vector::GENERAL_PROTECTION, error_code: 0x80 << 3 | 2 })
+                Event::Exception(Exception {
+                    vector: crate::arch::vector::GENERAL_PROTECTION,
+                    error_code: 0x80 << 3 | 2,
+                })
             }
             libc::SIGSEGV | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP => {
                 c.exceptions += 1;

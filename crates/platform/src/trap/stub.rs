@@ -22,7 +22,7 @@ pub(crate) const CODE_SIZE: u64 = 0x1_0000;
 /// areas) is mapped.
 pub(crate) const SLOT: u64 = 0x6fff_0100_0000;
 /// Bytes of one slot in the control file.
-pub(crate) const SLOT_SIZE: u64 = 0x400_0000;
+pub(crate) const SLOT_SIZE: u64 = 0x4000_0000;
 /// The range application mappings may not enter.
 pub(crate) const RESERVED: std::ops::Range<u64> = CODE..SLOT + SLOT_SIZE;
 /// The end of the host's user address range.
