@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use sentry::confine::{self, HostNetwork, Role};
 use sentry::net::NetworkMode;
 use sentry::net::publish::{self, PublishSpec};
-use sentry::sandbox::{Bind, Sandbox, SandboxConfig, TmpfsSpec};
+use sentry::sandbox::{Bind, PlatformKind, Sandbox, SandboxConfig, TmpfsSpec};
 use sentry::task::ExitStatus;
 use sentry::{diag, internal_error};
 
@@ -101,6 +101,10 @@ struct RunArgs {
     /// KVM device to use.
     #[arg(long, value_name = "PATH", default_value = platform::kvm::DEFAULT_DEVICE)]
     kvm_device: PathBuf,
+    /// Platform that runs application code: kvm, or trap (host stub
+    /// processes under seccomp). Default: $CORDON_PLATFORM, else kvm.
+    #[arg(long, value_name = "NAME", value_parser = parse_platform)]
+    platform: Option<PlatformKind>,
     /// Most tasks (threads and processes) alive in the sandbox at once;
     /// fork and clone past it fail with EAGAIN (default: unlimited).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
@@ -277,6 +281,13 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         read_only_root: args.read_only,
         rootfs_open_at: None,
         kvm_device: args.kvm_device,
+        platform: match args.platform {
+            Some(p) => p,
+            None => match std::env::var("CORDON_PLATFORM") {
+                Ok(name) => parse_platform(&name).map_err(|e| anyhow::anyhow!("CORDON_PLATFORM: {e}"))?,
+                Err(_) => PlatformKind::Kvm,
+            },
+        },
         program: command[0].clone(),
         args: command,
         env,
@@ -628,5 +639,13 @@ fn main() -> ExitCode {
             diag::line(format_args!("cordon: {e:#}"));
             ExitCode::from(2)
         }
+    }
+}
+
+fn parse_platform(name: &str) -> Result<PlatformKind, String> {
+    match name {
+        "kvm" => Ok(PlatformKind::Kvm),
+        "trap" => Ok(PlatformKind::Trap),
+        other => Err(format!("unknown platform {other:?} (kvm or trap)")),
     }
 }

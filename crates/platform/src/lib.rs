@@ -8,6 +8,7 @@
 
 pub mod arch;
 pub mod kvm;
+pub mod trap;
 
 use std::any::Any;
 use std::sync::Arc;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use memory::MemoryFile;
 use platform::kvm::KvmPlatform;
+use platform::trap::TrapPlatform;
 use platform::{Platform, PlatformError, Registers};
 
 use crate::fd::FdTable;
@@ -46,6 +47,15 @@ pub struct Bind {
 }
 
 /// What to run and how.
+/// The platforms a sandbox can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlatformKind {
+    /// A KVM guest whose page tables the sentry builds.
+    Kvm,
+    /// Host stub processes trapping system calls with seccomp.
+    Trap,
+}
+
 #[derive(Clone, Debug)]
 pub struct SandboxConfig {
     /// Host directory that becomes `/`.
@@ -58,6 +68,8 @@ pub struct SandboxConfig {
     pub rootfs_open_at: Option<PathBuf>,
     /// The KVM device.
     pub kvm_device: PathBuf,
+    /// The platform application code runs on.
+    pub platform: PlatformKind,
     /// The program as the user named it.
     pub program: Vec<u8>,
     /// Arguments, the program name first.
@@ -191,11 +203,16 @@ impl Sandbox {
         // sentry thread: block them before any thread starts.
         block_forwarded_signals();
         let mf = Arc::new(MemoryFile::new(config.memory).map_err(|e| SandboxError::Setup(e.to_string()))?);
-        let kvm = KvmPlatform::with_device(&config.kvm_device, mf.clone())?;
-        if let Some(n) = config.cpus {
-            kvm.set_vcpu_limit(n);
-        }
-        let platform: Arc<dyn Platform> = Arc::new(kvm);
+        let platform: Arc<dyn Platform> = match config.platform {
+            PlatformKind::Kvm => {
+                let kvm = KvmPlatform::with_device(&config.kvm_device, mf.clone())?;
+                if let Some(n) = config.cpus {
+                    kvm.set_vcpu_limit(n);
+                }
+                Arc::new(kvm)
+            }
+            PlatformKind::Trap => Arc::new(TrapPlatform::new(mf.clone())?),
+        };
         let host = HostFs::new(mf.clone()).map_err(|e| SandboxError::Setup(format!("/proc/self/fd: {e}")))?;
         let root = host
             .open_tree(config.rootfs_open_at.as_ref().unwrap_or(&config.rootfs), false)

@@ -17,7 +17,8 @@
 //! - `clone`: threads only (`CLONE_THREAD`); `clone3`, whose flags sit in
 //!   memory a filter cannot read, fails with ENOSYS, on which the C
 //!   library falls back to `clone`.
-//! - `tgkill`: signals to the sentry's own threads only.
+//! - `tgkill`: signals to the sentry's own threads, and the trap
+//!   platform's interrupt signal to its stub threads.
 //! - `mmap`, `mprotect`: never executable memory (the sentry maps code only
 //!   while it starts; application code runs in the guest).
 //! - `prctl`: naming a thread only.
@@ -279,7 +280,15 @@ fn allow_list(own_pid: i32, host_writes: bool, network: HostNetwork) -> BTreeMap
     rules.insert(libc::SYS_clone, vec![rule(vec![arg(0, Qword, SeccompCmpOp::MaskedEq(thread), thread)])]);
     // Let through here; the second filter makes it ENOSYS.
     rules.insert(libc::SYS_clone3, Vec::new());
-    rules.insert(libc::SYS_tgkill, vec![rule(vec![arg(0, Dword, SeccompCmpOp::Eq, own_pid as u64)])]);
+    rules.insert(
+        libc::SYS_tgkill,
+        vec![
+            rule(vec![arg(0, Dword, SeccompCmpOp::Eq, own_pid as u64)]),
+            // The trap platform interrupts application code in its stub
+            // processes with this signal, which they handle.
+            rule(vec![arg(2, Dword, SeccompCmpOp::Eq, platform::trap::KICK_SIGNAL as u64)]),
+        ],
+    );
     let exec = libc::PROT_EXEC as u64;
     let no_exec = || vec![rule(vec![arg(2, Qword, SeccompCmpOp::MaskedEq(exec), 0)])];
     rules.insert(libc::SYS_mmap, no_exec());

@@ -1,0 +1,836 @@
+//! The trap platform: application code runs natively in host *stub*
+//! processes, one per address space, and every system call it makes traps
+//! to the sentry through seccomp's SIGSYS.
+//!
+//! # How it works
+//!
+//! - The sentry forks a *factory* while it starts, before it confines
+//!   itself (its own filter forbids making processes). The factory forks a
+//!   stub whenever the sentry asks, through a shared control file (a memfd)
+//!   and an eventfd.
+//! - A stub unmaps everything it inherited but a small code area and its
+//!   slot of the control file (both at addresses reserved in every
+//!   application address space, [`stub::RESERVED`]), installs its seccomp
+//!   filter and serves the sentry's requests: map frames of the memory file
+//!   (`MAP_SHARED|MAP_FIXED` at the application's address), unmap, protect,
+//!   make a thread, exit. Requests come in batches in a page the stub maps
+//!   read-only; each batch is acknowledged through an eventfd.
+//! - Each task context gets one stub thread. Application code runs on it
+//!   directly; its system calls raise SIGSYS (the filter traps every call
+//!   not made from the stub's code), its faults SIGSEGV/SIGBUS, other
+//!   exceptions their signals, and [`Interrupter::interrupt`] sends it
+//!   SIGURG. The handler runs on the thread's alternate stack inside the
+//!   thread's area of the control file, posts the event on a futex and waits
+//!   there; the sentry reads and writes the registers and the FP state in
+//!   the signal frame itself, then lets the handler return through
+//!   `rt_sigreturn` into the application.
+//!
+//! # Threat model
+//!
+//! The application is hostile and runs native code in the stub, so it can
+//! read and write everything the stub maps writable and jump anywhere in
+//! the stub's code.
+//! - Host system calls: from outside the stub's code every call traps to
+//!   the sentry. An application thread that jumps to a `syscall` in the
+//!   stub's code passes both filters only for `futex` (wait or wake),
+//!   `rt_sigreturn` and `exit(0)`; anything else kills its stub. `futex`
+//!   reaches only memory the stub maps; `rt_sigreturn` sets only the
+//!   thread's own registers, signal mask and alternate stack; `exit` ends
+//!   the thread, which the sentry sees as a stopped task. The calls that
+//!   change mappings (`mmap` only of the memory file, at `MAP_SHARED |
+//!   MAP_FIXED`), `clone` (threads only) and `write` (only to the
+//!   acknowledgement eventfd) are allowed only by the control filter, which
+//!   application threads stack the thread filter upon: they cannot make
+//!   them. The control thread keeps its state in registers and reads its
+//!   orders from a page the stub maps read-only (and cannot `mprotect`).
+//! - Shared memory: an application can scribble its own slot: the
+//!   response page, the thread areas, the signal frames. That changes only
+//!   what the sentry reads as its own registers, or makes the sentry wait
+//!   on a thread that will not come back (it is then stopped when the stub
+//!   dies). The sentry bounds-checks every pointer it reads there and
+//!   trusts nothing in the slot for its own decisions: acknowledgements come
+//!   through the eventfd only the control thread may write, deaths through
+//!   the factory's page, which no stub maps.
+//! - Memory: a stub maps only frames the sentry gave its address space, and
+//!   its slot. Frames are unmapped before the sentry frees them
+//!   ([`AddressSpace::flush`] waits for the stub's acknowledgement).
+//! - Not covered: the application can read the host's vsyscall page and
+//!   execute `cpuid`, `rdtsc` and the like natively (it sees the host CPU),
+//!   and the reserved range is refused to it.
+
+mod control;
+mod factory;
+mod filter;
+mod stub;
+
+use std::any::Any;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use memory::{Frame, MemoryFile};
+
+use crate::{
+    Access, AddressSpace, Context, Event, Exception, ExitCounts, Fault, FpState, Interrupter, Platform, PlatformError,
+    PlatformStats, Registers,
+};
+
+/// The host signal that interrupts application code in a stub.
+pub const KICK_SIGNAL: i32 = libc::SIGURG;
+
+/// Signals the stub's handler takes.
+const TRAPPED_SIGNALS: [i32; 7] =
+    [libc::SIGSYS, libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP, KICK_SIGNAL];
+
+/// The application's addresses the platform keeps for the stub: no
+/// application mapping may enter them.
+pub fn reserved_range() -> std::ops::Range<u64> {
+    stub::RESERVED
+}
+
+struct Shared {
+    /// The memory file the stubs map (the factory holds its descriptor).
+    _mem: Arc<MemoryFile>,
+    /// The sentry's mapping of the control file.
+    base: *mut u8,
+    control: OwnedFd,
+    factory_request: OwnedFd,
+    acks: Vec<OwnedFd>,
+    free_slots: Mutex<Vec<usize>>,
+    retired_counts: Mutex<ExitCounts>,
+    stubs: AtomicU32,
+}
+
+// SAFETY: `base` maps the control file for the life of the process; every
+// access through it is atomic or to memory owned by one party at a time.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+fn errno() -> rustix::io::Errno {
+    rustix::io::Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+}
+
+impl Shared {
+    fn page(&self) -> control::FactoryPage {
+        control::FactoryPage(self.base)
+    }
+
+    /// Waits until the ack eventfd of `slot` is written; true if the stub
+    /// there is alive.
+    fn wait_ack(&self, slot: usize) -> bool {
+        let fd = self.acks[slot].as_raw_fd();
+        loop {
+            let mut n = 0u64;
+            // SAFETY: reads 8 bytes into a live local.
+            let r = unsafe { libc::read(fd, (&mut n as *mut u64).cast(), 8) };
+            if r == 8 {
+                return !self.page().is_dead(slot);
+            }
+            if self.page().is_dead(slot) {
+                return false;
+            }
+            let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: polls one live descriptor.
+            unsafe { libc::poll(&mut p, 1, -1) };
+        }
+    }
+
+    fn drain_ack(&self, slot: usize) {
+        let mut n = 0u64;
+        // SAFETY: reads 8 bytes into a live local; the eventfd is
+        // non-blocking.
+        unsafe { libc::read(self.acks[slot].as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
+    }
+}
+
+/// The trap platform.
+pub struct TrapPlatform {
+    shared: Arc<Shared>,
+}
+
+fn eventfd(flags: i32) -> Result<OwnedFd, PlatformError> {
+    // SAFETY: plain call; the result is a new descriptor we own.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | flags) };
+    if fd < 0 {
+        return Err(PlatformError::host("eventfd", errno()));
+    }
+    // SAFETY: fd is new and ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+impl TrapPlatform {
+    /// Starts the factory of stubs, whose memory comes from `mem`. Must run
+    /// before the sentry confines itself.
+    pub fn new(mem: Arc<MemoryFile>) -> Result<Self, PlatformError> {
+        // The handler saves and restores the application's FS and GS bases
+        // with the FSGSBASE instructions, which the kernel must allow.
+        const HWCAP2_FSGSBASE: u64 = 1 << 1;
+        // SAFETY: reads the auxiliary vector.
+        if unsafe { libc::getauxval(libc::AT_HWCAP2) } & HWCAP2_FSGSBASE == 0 {
+            return Err(PlatformError::Unavailable("the host kernel does not allow FSGSBASE in user mode".into()));
+        }
+        // SAFETY: plain call with a static name.
+        let fd = unsafe { libc::memfd_create(c"cordon-trap-control".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(PlatformError::host("memfd_create", errno()));
+        }
+        // SAFETY: fd is new and ours.
+        let control = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sizes the file we own.
+        if unsafe { libc::ftruncate(fd, control::FILE_SIZE as libc::off_t) } != 0 {
+            return Err(PlatformError::host("ftruncate", errno()));
+        }
+        // SAFETY: a new shared mapping of the whole file, kept for the life
+        // of the process.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                control::FILE_SIZE as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(PlatformError::host("mmap control file", errno()));
+        }
+        let request = eventfd(0)?;
+        let acks = (0..control::MAX_STUBS).map(|_| eventfd(libc::EFD_NONBLOCK)).collect::<Result<Vec<_>, _>>()?;
+        let fds = factory::FactoryFds {
+            control: control.as_raw_fd(),
+            memory: mem.fd().as_raw_fd(),
+            request: request.as_raw_fd(),
+            acks: acks.iter().map(|a| a.as_raw_fd()).collect::<Vec<RawFd>>(),
+        };
+        factory::spawn(&fds, base.cast()).map_err(|e| {
+            PlatformError::host(
+                "fork stub factory",
+                rustix::io::Errno::from_raw_os_error(e.raw_os_error().unwrap_or(0)),
+            )
+        })?;
+        Ok(TrapPlatform {
+            shared: Arc::new(Shared {
+                _mem: mem,
+                base: base.cast(),
+                control,
+                factory_request: request,
+                acks,
+                free_slots: Mutex::new((0..control::MAX_STUBS).rev().collect()),
+                retired_counts: Mutex::new(ExitCounts::default()),
+                stubs: AtomicU32::new(0),
+            }),
+        })
+    }
+}
+
+impl Platform for TrapPlatform {
+    fn name(&self) -> &'static str {
+        "trap"
+    }
+
+    fn new_address_space(&self) -> Result<Arc<dyn AddressSpace>, PlatformError> {
+        Ok(Arc::new(TrapAddressSpace { stub: Stub::start(&self.shared)? }))
+    }
+
+    fn new_context(&self) -> Result<Box<dyn Context>, PlatformError> {
+        Ok(Box::new(TrapContext {
+            shared: self.shared.clone(),
+            thread: None,
+            kick: Arc::new(Kick { pending: AtomicBool::new(false), target: Mutex::new((0, 0)) }),
+            pending_fp: Some(FpState::default()),
+            counts: ExitCounts::default(),
+        }))
+    }
+
+    fn stats(&self) -> PlatformStats {
+        PlatformStats::default()
+    }
+
+    fn exit_counts(&self) -> ExitCounts {
+        *self.shared.retired_counts.lock().unwrap()
+    }
+
+    fn enable_timing(&self) {}
+
+    fn release_cached(&self) {}
+
+    fn guest_tsc_khz(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// One stub process.
+struct Stub {
+    shared: Arc<Shared>,
+    slot: usize,
+    pid: i32,
+    inner: Mutex<StubInner>,
+}
+
+struct StubInner {
+    /// Operations not yet sent: (kind, a, b, c, d).
+    pending: Vec<[u64; 5]>,
+    seq: u32,
+    /// Thread areas handed to contexts (index 0 unused).
+    areas_in_use: Vec<bool>,
+    dead: bool,
+}
+
+impl Stub {
+    fn start(shared: &Arc<Shared>) -> Result<Arc<Stub>, PlatformError> {
+        let slot = shared.free_slots.lock().unwrap().pop().ok_or(PlatformError::NoCpu)?;
+        let pid = {
+            // The factory takes one request at a time; the slot lock
+            // serialises them.
+            let _one = shared.free_slots.lock().unwrap();
+            control::slot_u32(shared.base, slot, stub::REQ_SEQ).store(0, Ordering::Release);
+            control::slot_u64(shared.base, slot, stub::REQ_ONE).store(1, Ordering::Release);
+            shared.drain_ack(slot);
+            let page = shared.page();
+            let seq = page.reply_seq();
+            page.set_request_slot(slot as u32);
+            let one = 1u64;
+            // SAFETY: writes 8 bytes from a live local to our eventfd.
+            unsafe { libc::write(shared.factory_request.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            page.wait_reply(seq)
+        };
+        if pid <= 0 {
+            shared.free_slots.lock().unwrap().push(slot);
+            return Err(PlatformError::Unavailable("the stub factory is gone".into()));
+        }
+        shared.stubs.fetch_add(1, Ordering::Relaxed);
+        let s = Arc::new(Stub {
+            shared: shared.clone(),
+            slot,
+            pid,
+            inner: Mutex::new(StubInner {
+                pending: Vec::new(),
+                seq: 0,
+                areas_in_use: vec![false; stub::MAX_THREADS + 1],
+                dead: false,
+            }),
+        });
+        // The first acknowledged request says the stub is up.
+        let mut inner = s.inner.lock().unwrap();
+        s.send(&mut inner)?;
+        drop(inner);
+        Ok(s)
+    }
+
+    fn push(&self, inner: &mut StubInner, op: [u64; 5]) -> Result<(), PlatformError> {
+        inner.pending.push(op);
+        if inner.pending.len() >= stub::MAX_OPS { self.send(inner) } else { Ok(()) }
+    }
+
+    /// Sends the pending operations and waits for the stub to have done
+    /// them.
+    fn send(&self, inner: &mut StubInner) -> Result<(), PlatformError> {
+        if inner.dead {
+            inner.pending.clear();
+            return Err(PlatformError::CpuFailure("stub process died".into()));
+        }
+        let ops = std::mem::take(&mut inner.pending);
+        let base = self.shared.base;
+        for chunk in ops.chunks(stub::MAX_OPS).map(Some).chain(ops.is_empty().then_some(None)) {
+            let chunk = chunk.unwrap_or(&[]);
+            for (i, op) in chunk.iter().enumerate() {
+                for (j, v) in op.iter().enumerate() {
+                    control::slot_u64(base, self.slot, stub::REQ_OPS + i * stub::OP_SIZE + j * 8)
+                        .store(*v, Ordering::Relaxed);
+                }
+            }
+            control::slot_u32(base, self.slot, stub::REQ_COUNT).store(chunk.len() as u32, Ordering::Relaxed);
+            inner.seq = inner.seq.wrapping_add(1).max(1);
+            let w = control::slot_u32(base, self.slot, stub::REQ_SEQ);
+            w.store(inner.seq, Ordering::Release);
+            control::futex_wake(w);
+            if !self.shared.wait_ack(self.slot) {
+                inner.dead = true;
+                return Err(PlatformError::CpuFailure("stub process died".into()));
+            }
+            let err = control::slot_u64(base, self.slot, stub::RESP_ERR).load(Ordering::Acquire) as i64;
+            if err != 0 {
+                tracing::debug!("trap stub {}: request failed: {err}", self.pid);
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), PlatformError> {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.pending.is_empty() {
+            return Ok(());
+        }
+        self.send(&mut inner)
+    }
+
+    /// A new thread of this stub, parked in its handler.
+    fn new_thread(self: &Arc<Self>) -> Result<StubThread, PlatformError> {
+        let mut inner = self.inner.lock().unwrap();
+        let base = self.shared.base;
+        let high = self.shared.page().high(self.slot);
+        let index = (1..=stub::MAX_THREADS.min(high + 1))
+            .find(|i| {
+                !inner.areas_in_use[*i]
+                    && control::thread_state(base, self.slot, *i).load(Ordering::Acquire) == stub::STATE_DEAD
+            })
+            .ok_or(PlatformError::NoCpu)?;
+        let state = control::thread_state(base, self.slot, index);
+        state.store(stub::STATE_RUN, Ordering::Release);
+        inner.areas_in_use[index] = true;
+        self.shared.page().raise_high(self.slot, index);
+        let area_va = stub::SLOT + index as u64 * stub::AREA;
+        inner.pending.push([stub::OP_THREAD, area_va, 0, 0, 0]);
+        let sent = self.send(&mut inner);
+        let tid = control::slot_u64(base, self.slot, stub::RESP_TID).load(Ordering::Acquire) as i32;
+        let err = control::slot_u64(base, self.slot, stub::RESP_ERR).load(Ordering::Acquire);
+        drop(inner);
+        let thread = StubThread { stub: self.clone(), index, tid };
+        sent?;
+        if err != 0 {
+            return Err(PlatformError::CpuFailure(format!("stub thread not made: {}", err as i64)));
+        }
+        // Wait for it to park (its first trap is its own).
+        thread.wait_event()?;
+        Ok(thread)
+    }
+}
+
+impl Stub {
+    fn control_fd(&self) -> RawFd {
+        self.shared.control.as_raw_fd()
+    }
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap();
+        inner.pending.clear();
+        if !inner.dead {
+            inner.pending.push([stub::OP_EXIT, 0, 0, 0, 0]);
+            let mut inner =
+                std::mem::replace(inner, StubInner { pending: vec![], seq: 0, areas_in_use: vec![], dead: true });
+            // Acknowledged by the factory once the stub is gone.
+            let _ = self.send(&mut inner);
+            while !self.shared.page().is_dead(self.slot) {
+                self.shared.wait_ack(self.slot);
+            }
+        }
+        // Give the slot's memory back; its state words read as dead.
+        // SAFETY: punches a hole in the control file we own, in a slot no
+        // live stub maps.
+        unsafe {
+            libc::fallocate(
+                self.control_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                control::slot_offset(self.slot) as libc::off_t,
+                stub::SLOT_SIZE as libc::off_t,
+            )
+        };
+        self.shared.page().reset_high(self.slot);
+        self.shared.stubs.fetch_sub(1, Ordering::Relaxed);
+        self.shared.free_slots.lock().unwrap().push(self.slot);
+    }
+}
+
+/// An address space: the mappings of one stub process.
+pub struct TrapAddressSpace {
+    stub: Arc<Stub>,
+}
+
+/// `[va, va + len)` without the reserved range, as at most two pieces.
+fn outside_reserved(va: u64, len: u64) -> impl Iterator<Item = (u64, u64)> {
+    let end = va.saturating_add(len);
+    let r = stub::RESERVED;
+    let below = (va, end.min(r.start));
+    let above = (va.max(r.end), end);
+    [below, above].into_iter().filter(|(a, b)| a < b).map(|(a, b)| (a, b - a))
+}
+
+fn prot(access: Access) -> u64 {
+    let mut p = 0;
+    if access.read {
+        p |= libc::PROT_READ;
+    }
+    if access.write {
+        p |= libc::PROT_READ | libc::PROT_WRITE;
+    }
+    if access.execute {
+        p |= libc::PROT_READ | libc::PROT_EXEC;
+    }
+    p as u64
+}
+
+impl AddressSpace for TrapAddressSpace {
+    fn map(&self, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError> {
+        let end = va + frames.len() as u64 * 4096;
+        if va < stub::RESERVED.end && end > stub::RESERVED.start {
+            return Err(PlatformError::Unavailable("address reserved for the trap platform's stub".into()));
+        }
+        let p = prot(access);
+        let mut inner = self.stub.inner.lock().unwrap();
+        let mut i = 0;
+        while i < frames.len() {
+            let mut n = 1;
+            while i + n < frames.len() && frames[i + n].offset() == frames[i].offset() + n as u64 * 4096 {
+                n += 1;
+            }
+            let at = va + i as u64 * 4096;
+            self.stub.push(&mut inner, [stub::OP_MAP, at, n as u64 * 4096, p, frames[i].offset()])?;
+            i += n;
+        }
+        Ok(())
+    }
+
+    fn unmap(&self, va: u64, len: u64) {
+        let mut inner = self.stub.inner.lock().unwrap();
+        for (a, l) in outside_reserved(va, len) {
+            let _ = self.stub.push(&mut inner, [stub::OP_UNMAP, a, l, 0, 0]);
+        }
+    }
+
+    fn protect(&self, va: u64, len: u64, access: Access) {
+        let mut inner = self.stub.inner.lock().unwrap();
+        for (a, l) in outside_reserved(va, len) {
+            let _ = self.stub.push(&mut inner, [stub::OP_PROTECT, a, l, prot(access), 0]);
+        }
+    }
+
+    fn flush(&self) {
+        let _ = self.stub.flush();
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A stub thread a context runs on.
+struct StubThread {
+    stub: Arc<Stub>,
+    index: usize,
+    tid: i32,
+}
+
+// Offsets in ucontext_t and siginfo_t (x86_64).
+const UC_GREGS: usize = 40;
+const UC_FPREGS: usize = UC_GREGS + 23 * 8;
+const UC_SIGMASK: usize = UC_GREGS + 256;
+const UC_SIZE: usize = UC_SIGMASK + 128;
+const SI_CODE: usize = 8;
+const SI_ADDR: usize = 16;
+const SI_ARCH: usize = 28;
+const SI_SIZE: usize = 128;
+// gregs indexes.
+const REG_R8: usize = 0;
+const REG_RIP: usize = 16;
+const REG_EFL: usize = 17;
+const REG_ERR: usize = 19;
+const REG_TRAPNO: usize = 20;
+const REG_CR2: usize = 22;
+// The software-reserved bytes of a signal frame's XSAVE image.
+const FPX_SW: usize = 464;
+const FPX_SW_END: usize = 512;
+
+impl StubThread {
+    fn state(&self) -> &'static AtomicU32 {
+        control::thread_state(self.stub.shared.base, self.stub.slot, self.index)
+    }
+
+    fn area_va(&self) -> u64 {
+        stub::SLOT + self.index as u64 * stub::AREA
+    }
+
+    fn area_u64(&self, off: usize) -> u64 {
+        control::slot_u64(self.stub.shared.base, self.stub.slot, self.index * stub::AREA as usize + off)
+            .load(Ordering::Acquire)
+    }
+
+    fn set_area_u64(&self, off: usize, v: u64) {
+        control::slot_u64(self.stub.shared.base, self.stub.slot, self.index * stub::AREA as usize + off)
+            .store(v, Ordering::Release)
+    }
+
+    /// The sentry's pointer to `len` bytes the stub has at `va`, if they lie
+    /// in this thread's alternate stack.
+    fn frame_ptr(&self, va: u64, len: usize) -> Option<*mut u8> {
+        let lo = self.area_va() + 4096;
+        let hi = self.area_va() + stub::AREA;
+        if va < lo || va.checked_add(len as u64)? > hi {
+            return None;
+        }
+        let off = control::slot_offset(self.stub.slot) + (va - stub::SLOT);
+        // SAFETY: inside the control file's mapping, checked above.
+        Some(unsafe { self.stub.shared.base.add(off as usize) })
+    }
+
+    fn ucontext(&self) -> Result<*mut u8, PlatformError> {
+        self.frame_ptr(self.area_u64(stub::A_UCONTEXT), UC_SIZE)
+            .ok_or_else(|| PlatformError::CpuFailure("stub signal frame out of place".into()))
+    }
+
+    fn wait_event(&self) -> Result<(), PlatformError> {
+        let w = self.state();
+        loop {
+            match w.load(Ordering::Acquire) {
+                stub::STATE_RUN => control::futex_wait(w, stub::STATE_RUN),
+                stub::STATE_EVENT => return Ok(()),
+                _ => return Err(PlatformError::CpuFailure("stub thread gone".into())),
+            }
+        }
+    }
+}
+
+impl Drop for StubThread {
+    fn drop(&mut self) {
+        let w = self.state();
+        if w.load(Ordering::Acquire) == stub::STATE_EVENT {
+            w.store(stub::STATE_EXIT, Ordering::Release);
+            control::futex_wake(w);
+        }
+        self.stub.inner.lock().unwrap().areas_in_use[self.index] = false;
+    }
+}
+
+fn greg(uc: *mut u8, i: usize) -> u64 {
+    // SAFETY: `uc` was bounds-checked for a whole ucontext.
+    unsafe { uc.add(UC_GREGS + 8 * i).cast::<u64>().read_volatile() }
+}
+
+fn set_greg(uc: *mut u8, i: usize, v: u64) {
+    // SAFETY: as in greg.
+    unsafe { uc.add(UC_GREGS + 8 * i).cast::<u64>().write_volatile(v) }
+}
+
+/// gregs order of the registers from R8 to RSP.
+fn gregs_of(r: &mut Registers) -> [&mut u64; 16] {
+    [
+        &mut r.r8, &mut r.r9, &mut r.r10, &mut r.r11, &mut r.r12, &mut r.r13, &mut r.r14, &mut r.r15, &mut r.rdi,
+        &mut r.rsi, &mut r.rbp, &mut r.rbx, &mut r.rdx, &mut r.rax, &mut r.rcx, &mut r.rsp,
+    ]
+}
+
+struct Kick {
+    pending: AtomicBool,
+    /// The stub process and thread running the context's code, or zeros.
+    target: Mutex<(i32, i32)>,
+}
+
+impl Interrupter for Kick {
+    fn interrupt(&self) {
+        self.pending.store(true, Ordering::Release);
+        let (pid, tid) = *self.target.lock().unwrap();
+        if tid > 0 {
+            // SAFETY: signals one thread of a stub process of ours; a stale
+            // tid fails harmlessly (tgkill checks the thread group).
+            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, KICK_SIGNAL) };
+        }
+    }
+}
+
+/// A context: one stub thread at a time, in the stub of the address space
+/// it last ran.
+pub struct TrapContext {
+    shared: Arc<Shared>,
+    thread: Option<StubThread>,
+    kick: Arc<Kick>,
+    /// FP state to load into the frame before the thread next runs.
+    pending_fp: Option<FpState>,
+    counts: ExitCounts,
+}
+
+impl TrapContext {
+    fn write_fp(&self, t: &StubThread, fp: &FpState) -> Result<(), PlatformError> {
+        let uc = t.ucontext()?;
+        // SAFETY: uc is a checked ucontext.
+        let fp_va = unsafe { uc.add(UC_FPREGS).cast::<u64>().read_volatile() };
+        let head = t.frame_ptr(fp_va, FPX_SW_END).ok_or_else(|| PlatformError::CpuFailure("no FP frame".into()))?;
+        // SAFETY: 512 bytes at head were checked.
+        let (xfeatures, size) = unsafe {
+            (head.add(FPX_SW + 8).cast::<u64>().read_unaligned(), head.add(FPX_SW + 16).cast::<u32>().read_unaligned())
+        };
+        let size = (size as usize).clamp(FPX_SW_END, FpState::SIZE);
+        let p = t.frame_ptr(fp_va, size).ok_or_else(|| PlatformError::CpuFailure("FP frame out of place".into()))?;
+        // SAFETY: `size` bytes at p were checked; the software-reserved
+        // bytes the kernel checks are kept.
+        unsafe {
+            std::ptr::copy_nonoverlapping(fp.0.as_ptr(), p, FPX_SW);
+            if size > FPX_SW_END {
+                std::ptr::copy_nonoverlapping(fp.0.as_ptr().add(FPX_SW_END), p.add(FPX_SW_END), size - FPX_SW_END);
+                let bv = p.add(FPX_SW_END).cast::<u64>();
+                bv.write_unaligned(bv.read_unaligned() & xfeatures);
+            }
+        }
+        Ok(())
+    }
+
+    fn read_fp(&self, t: &StubThread) -> Result<FpState, PlatformError> {
+        let uc = t.ucontext()?;
+        // SAFETY: uc is a checked ucontext.
+        let fp_va = unsafe { uc.add(UC_FPREGS).cast::<u64>().read_volatile() };
+        let head = t.frame_ptr(fp_va, FPX_SW_END).ok_or_else(|| PlatformError::CpuFailure("no FP frame".into()))?;
+        // SAFETY: checked as above.
+        let size = unsafe { head.add(FPX_SW + 16).cast::<u32>().read_unaligned() } as usize;
+        let size = size.clamp(FPX_SW_END, FpState::SIZE);
+        let p = t.frame_ptr(fp_va, size).ok_or_else(|| PlatformError::CpuFailure("FP frame out of place".into()))?;
+        let mut fp = FpState(Box::new([0u8; FpState::SIZE]));
+        // SAFETY: `size` bytes at p were checked.
+        unsafe { std::ptr::copy_nonoverlapping(p, fp.0.as_mut_ptr(), size) };
+        fp.0[FPX_SW..FPX_SW_END].fill(0);
+        Ok(fp)
+    }
+
+    fn event(&mut self, t: &StubThread, regs: &mut Registers) -> Result<Event, PlatformError> {
+        let uc = t.ucontext()?;
+        for (i, r) in gregs_of(regs).into_iter().enumerate() {
+            *r = greg(uc, REG_R8 + i);
+        }
+        regs.rip = greg(uc, REG_RIP);
+        regs.rflags = greg(uc, REG_EFL);
+        regs.fs_base = t.area_u64(stub::A_FS);
+        regs.gs_base = t.area_u64(stub::A_GS);
+        let signo = t.area_u64(stub::A_SIGNO) as u32 as i32;
+        let info = t.frame_ptr(t.area_u64(stub::A_INFO), SI_SIZE);
+        let read = |off: usize| -> u64 {
+            // SAFETY: inside the checked siginfo.
+            info.map_or(0, |p| unsafe { p.add(off).cast::<u64>().read_unaligned() })
+        };
+        let trapno = greg(uc, REG_TRAPNO) as u8;
+        let error_code = greg(uc, REG_ERR);
+        let c = &mut self.counts;
+        Ok(match signo {
+            libc::SIGSYS if read(SI_ARCH) as u32 == 0xc000_003e => {
+                c.syscalls += 1;
+                Event::Syscall
+            }
+            libc::SIGSEGV if trapno == crate::arch::vector::PAGE_FAULT => {
+                c.page_faults += 1;
+                let access = if error_code & 0x10 != 0 {
+                    Access { execute: true, ..Access::NONE }
+                } else if error_code & 0x2 != 0 {
+                    Access { write: true, ..Access::NONE }
+                } else {
+                    Access { read: true, ..Access::NONE }
+                };
+                Event::Fault(Fault { addr: greg(uc, REG_CR2), access, present: error_code & 1 != 0 })
+            }
+            libc::SIGBUS => {
+                c.page_faults += 1;
+                Event::Fault(Fault {
+                    addr: read(SI_ADDR),
+                    access: Access { read: true, ..Access::NONE },
+                    present: true,
+                })
+            }
+            // `int $0x80`, the only way to a foreign system call: the
+            // general protection fault a kernel without IA-32 emulation
+            // gives (the IDT entry 0x80 named in the error code), at the
+            // instruction, as the kvm platform reports it.
+            libc::SIGSYS => {
+                c.exceptions += 1;
+                regs.rip = regs.rip.wrapping_sub(2);
+                Event::Exception(Exception {
+                    vector: crate::arch::vector::GENERAL_PROTECTION,
+                    error_code: 0x80 << 3 | 2,
+                })
+            }
+            libc::SIGSEGV | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP => {
+                c.exceptions += 1;
+                let _ = read(SI_CODE);
+                Event::Exception(Exception { vector: trapno, error_code })
+            }
+            _ => {
+                c.interrupts += 1;
+                self.kick.pending.store(false, Ordering::Release);
+                Event::Interrupted
+            }
+        })
+    }
+}
+
+impl Context for TrapContext {
+    fn switch(&mut self, space: &dyn AddressSpace, regs: &mut Registers) -> Result<Event, PlatformError> {
+        let space = space
+            .as_any()
+            .downcast_ref::<TrapAddressSpace>()
+            .ok_or_else(|| PlatformError::CpuFailure("not a trap address space".into()))?;
+        if self.thread.as_ref().is_none_or(|t| !Arc::ptr_eq(&t.stub, &space.stub)) {
+            if let Some(t) = self.thread.take() {
+                // Keep the FP state across the move.
+                if self.pending_fp.is_none() {
+                    self.pending_fp = self.read_fp(&t).ok();
+                }
+                *self.kick.target.lock().unwrap() = (0, 0);
+                drop(t);
+            }
+            let t = space.stub.new_thread()?;
+            *self.kick.target.lock().unwrap() = (space.stub.pid, t.tid);
+            self.thread = Some(t);
+        }
+        space.stub.flush()?;
+        if self.kick.pending.swap(false, Ordering::AcqRel) {
+            self.counts.interrupts += 1;
+            return Ok(Event::Interrupted);
+        }
+        let t = self.thread.take().expect("a thread");
+        let result = self.run(&t, regs);
+        self.thread = Some(t);
+        result
+    }
+
+    fn interrupter(&self) -> Arc<dyn Interrupter> {
+        self.kick.clone()
+    }
+
+    fn fp_state(&mut self) -> Result<FpState, PlatformError> {
+        if let Some(fp) = &self.pending_fp {
+            return Ok(fp.clone());
+        }
+        match &self.thread {
+            Some(t) => self.read_fp(t),
+            None => Ok(FpState::default()),
+        }
+    }
+
+    fn set_fp_state(&mut self, state: &FpState) -> Result<(), PlatformError> {
+        self.pending_fp = Some(state.clone());
+        Ok(())
+    }
+
+    fn exit_counts(&self) -> ExitCounts {
+        self.counts
+    }
+}
+
+impl TrapContext {
+    fn run(&mut self, t: &StubThread, regs: &mut Registers) -> Result<Event, PlatformError> {
+        let uc = t.ucontext()?;
+        let mut r = *regs;
+        for (i, v) in gregs_of(&mut r).into_iter().enumerate() {
+            set_greg(uc, REG_R8 + i, *v);
+        }
+        set_greg(uc, REG_RIP, regs.rip);
+        set_greg(uc, REG_EFL, regs.sanitized_flags());
+        // SAFETY: inside the checked ucontext.
+        unsafe { uc.add(UC_SIGMASK).cast::<u64>().write_volatile(0) };
+        t.set_area_u64(stub::A_FS, regs.fs_base);
+        t.set_area_u64(stub::A_GS, regs.gs_base);
+        if let Some(fp) = self.pending_fp.take() {
+            self.write_fp(t, &fp)?;
+        }
+        self.counts.entries += 1;
+        let w = t.state();
+        w.store(stub::STATE_RUN, Ordering::Release);
+        control::futex_wake(w);
+        t.wait_event()?;
+        self.event(t, regs)
+    }
+}
+
+impl Drop for TrapContext {
+    fn drop(&mut self) {
+        self.shared.retired_counts.lock().unwrap().add(&self.counts);
+    }
+}

@@ -1,0 +1,383 @@
+//! The code every stub process runs, and the layout it shares with the
+//! sentry.
+//!
+//! The code is position-independent assembly, copied to [`CODE`] in each
+//! stub: the seccomp filters let only instructions there make host calls.
+//! It has three entries: the signal handler (every trap of application
+//! code arrives there), the restorer it returns through, and the control
+//! loop the stub's first thread runs. The control loop keeps its state in
+//! registers and reads its requests from a page the stub maps read-only, so
+//! application threads, which share its memory, cannot steer it.
+
+use std::arch::global_asm;
+
+/// Where the stub's code is mapped in every stub process. Far from both
+/// the host's own mappings (which start near 0x7f..., with the PIE near
+/// 0x55...) and the application's (its mmap area grows down from near the
+/// top of the user range and reaches here only after terabytes).
+pub(crate) const CODE: u64 = 0x6fff_0000_0000;
+/// Bytes reserved for the code and its seccomp programs.
+pub(crate) const CODE_SIZE: u64 = 0x1_0000;
+/// Where the stub's control slot (request page, response page, thread
+/// areas) is mapped.
+pub(crate) const SLOT: u64 = 0x6fff_0100_0000;
+/// Bytes of one slot in the control file.
+pub(crate) const SLOT_SIZE: u64 = 0x4000_0000;
+/// The range application mappings may not enter.
+pub(crate) const RESERVED: std::ops::Range<u64> = CODE..SLOT + SLOT_SIZE;
+/// The end of the host's user address range.
+const TASK_TOP: u64 = 0x7fff_ffff_f000;
+
+/// Bytes of one thread area: a page of control words, then the thread's
+/// alternate signal stack. Aligned to its size, so that the handler finds
+/// its area from its stack pointer.
+pub(crate) const AREA: u64 = 0x1_0000;
+/// Thread areas per stub (area 0 is the request and response pages).
+pub(crate) const MAX_THREADS: usize = (SLOT_SIZE / AREA) as usize - 1;
+
+/// The descriptor of the memory file in every stub.
+pub(crate) const MEM_FD: i32 = 900;
+/// The eventfd through which the control thread acknowledges a request.
+pub(crate) const ACK_FD: i32 = 901;
+
+// Offsets in the request page (read-only in the stub).
+pub(crate) const REQ_SEQ: usize = 0;
+pub(crate) const REQ_COUNT: usize = 4;
+/// Holds the value 1, which the control thread writes to its eventfd.
+pub(crate) const REQ_ONE: usize = 8;
+pub(crate) const REQ_OPS: usize = 64;
+pub(crate) const OP_SIZE: usize = 40;
+pub(crate) const MAX_OPS: usize = (4096 - REQ_OPS) / OP_SIZE;
+// Operation kinds.
+pub(crate) const OP_MAP: u64 = 1;
+pub(crate) const OP_UNMAP: u64 = 2;
+pub(crate) const OP_PROTECT: u64 = 3;
+pub(crate) const OP_THREAD: u64 = 4;
+pub(crate) const OP_EXIT: u64 = 5;
+
+// Offsets in the response page (writable in the stub: advisory only).
+pub(crate) const RESP: usize = 4096;
+pub(crate) const RESP_ERR: usize = RESP + 8;
+pub(crate) const RESP_TID: usize = RESP + 16;
+// Where the stub's setup leaves the seccomp program headers.
+pub(crate) const SETUP_CONTROL_FPROG: usize = 2 * 4096;
+pub(crate) const SETUP_THREAD_FPROG: usize = 2 * 4096 + 16;
+
+// Offsets in a thread area's control page.
+/// The futex word: whose turn it is.
+pub(crate) const A_STATE: usize = 0;
+pub(crate) const A_SIGNO: usize = 8;
+pub(crate) const A_INFO: usize = 16;
+pub(crate) const A_UCONTEXT: usize = 24;
+pub(crate) const A_FS: usize = 32;
+pub(crate) const A_GS: usize = 40;
+const A_ALTSTACK: usize = 64;
+
+/// The thread is gone (the kernel clears the word when it exits).
+pub(crate) const STATE_DEAD: u32 = 0;
+/// The stub posted an event; the sentry's turn.
+pub(crate) const STATE_EVENT: u32 = 1;
+/// The sentry gave the thread back to the application.
+pub(crate) const STATE_RUN: u32 = 2;
+/// The sentry asks the thread to exit.
+pub(crate) const STATE_EXIT: u32 = 3;
+
+const CLONE_THREAD_FLAGS: u64 = (libc::CLONE_VM
+    | libc::CLONE_FS
+    | libc::CLONE_FILES
+    | libc::CLONE_SIGHAND
+    | libc::CLONE_THREAD
+    | libc::CLONE_SYSVSEM
+    | libc::CLONE_CHILD_CLEARTID) as u64;
+
+/// Flags of every clone the control thread makes.
+pub(crate) const fn clone_flags() -> u64 {
+    CLONE_THREAD_FLAGS
+}
+
+global_asm!(
+    ".pushsection .text.cordon_trap_stub,\"ax\",@progbits",
+    ".p2align 12",
+    ".globl cordon_trap_stub_start",
+    "cordon_trap_stub_start:",
+    // The signal handler: rdi = signal, rsi = siginfo, rdx = ucontext, on
+    // the thread's alternate stack inside its area.
+    ".globl cordon_trap_stub_handler",
+    "cordon_trap_stub_handler:",
+    "mov r8, rsp",
+    "and r8, -{area}",
+    "mov dword ptr [r8 + {a_signo}], edi",
+    "mov qword ptr [r8 + {a_info}], rsi",
+    "mov qword ptr [r8 + {a_uc}], rdx",
+    "rdfsbase rcx",
+    "mov qword ptr [r8 + {a_fs}], rcx",
+    "rdgsbase rcx",
+    "mov qword ptr [r8 + {a_gs}], rcx",
+    "mov dword ptr [r8], {event}",
+    "mov eax, {sys_futex}",
+    "mov rdi, r8",
+    "mov esi, 1", // FUTEX_WAKE, shared: the sentry waits in another process
+    "mov edx, 1",
+    "syscall",
+    "2:",
+    "mov eax, dword ptr [r8]",
+    "cmp eax, {event}",
+    "jne 3f",
+    "mov eax, {sys_futex}",
+    "mov rdi, r8",
+    "xor esi, esi", // FUTEX_WAIT
+    "mov edx, {event}",
+    "xor r10d, r10d",
+    "syscall",
+    "jmp 2b",
+    "3:",
+    "cmp eax, {run}",
+    "jne 4f",
+    "mov rcx, qword ptr [r8 + {a_fs}]",
+    "wrfsbase rcx",
+    "mov rcx, qword ptr [r8 + {a_gs}]",
+    "wrgsbase rcx",
+    "ret",
+    "4:",
+    "mov eax, {sys_exit}",
+    "xor edi, edi",
+    "syscall",
+    "ud2",
+    ".globl cordon_trap_stub_restorer",
+    "cordon_trap_stub_restorer:",
+    "mov eax, {sys_rt_sigreturn}",
+    "syscall",
+    "ud2",
+    // The control thread: unmaps everything of the host's but the stub,
+    // installs the control filter and serves requests.
+    ".globl cordon_trap_stub_control",
+    "cordon_trap_stub_control:",
+    "mov eax, {sys_munmap}",
+    "xor edi, edi",
+    "movabs rsi, {code}",
+    "syscall",
+    "mov eax, {sys_munmap}",
+    "movabs rdi, {code_end}",
+    "movabs rsi, {gap_len}",
+    "syscall",
+    "mov eax, {sys_munmap}",
+    "movabs rdi, {slot_end}",
+    "movabs rsi, {top_len}",
+    "syscall",
+    "mov eax, {sys_seccomp}",
+    "mov edi, 1", // SECCOMP_SET_MODE_FILTER
+    "xor esi, esi",
+    "movabs rdx, {control_fprog}",
+    "syscall",
+    "test rax, rax",
+    "jnz 90f",
+    "movabs r15, {slot}",
+    "lea r14, [r15 + {resp}]",
+    "xor r13d, r13d",
+    "10:",
+    "mov eax, dword ptr [r15 + {req_seq}]",
+    "cmp eax, r13d",
+    "jne 11f",
+    "mov eax, {sys_futex}",
+    "mov rdi, r15",
+    "xor esi, esi",
+    "mov edx, r13d",
+    "xor r10d, r10d",
+    "syscall",
+    "jmp 10b",
+    "11:",
+    "mov r13d, eax",
+    "mov ebx, dword ptr [r15 + {req_count}]",
+    "mov eax, {max_ops}",
+    "cmp ebx, eax",
+    "cmova ebx, eax",
+    "lea rbp, [r15 + {req_ops}]",
+    "xor r12d, r12d",
+    "20:",
+    "test ebx, ebx",
+    "jz 30f",
+    "mov rax, qword ptr [rbp]",
+    "cmp rax, {op_map}",
+    "je 21f",
+    "cmp rax, {op_unmap}",
+    "je 22f",
+    "cmp rax, {op_protect}",
+    "je 23f",
+    "cmp rax, {op_thread}",
+    "je 24f",
+    "cmp rax, {op_exit}",
+    "je 90f",
+    "jmp 29f",
+    "21:",
+    "mov rdi, qword ptr [rbp + 8]",
+    "mov rsi, qword ptr [rbp + 16]",
+    "mov rdx, qword ptr [rbp + 24]",
+    "mov r10d, {map_flags}",
+    "mov r8d, {mem_fd}",
+    "mov r9, qword ptr [rbp + 32]",
+    "mov eax, {sys_mmap}",
+    "syscall",
+    "jmp 28f",
+    "22:",
+    "mov rdi, qword ptr [rbp + 8]",
+    "mov rsi, qword ptr [rbp + 16]",
+    "mov eax, {sys_munmap}",
+    "syscall",
+    "jmp 28f",
+    "23:",
+    "mov rdi, qword ptr [rbp + 8]",
+    "mov rsi, qword ptr [rbp + 16]",
+    "mov rdx, qword ptr [rbp + 24]",
+    "mov eax, {sys_mprotect}",
+    "syscall",
+    "jmp 28f",
+    "24:",
+    "movabs rdi, {clone_flags}",
+    "mov rsi, qword ptr [rbp + 8]",
+    "add rsi, 4096",
+    "xor edx, edx",
+    "mov r10, qword ptr [rbp + 8]",
+    "xor r8d, r8d",
+    "mov eax, {sys_clone}",
+    "syscall",
+    "test rax, rax",
+    "jz 40f",
+    "mov qword ptr [r14 + {resp_tid_rel}], rax",
+    "28:",
+    "cmp rax, -4095",
+    "jb 29f",
+    "test r12, r12",
+    "jnz 29f",
+    "mov r12, rax",
+    "29:",
+    "add rbp, {op_size}",
+    "dec ebx",
+    "jmp 20b",
+    "30:",
+    "mov qword ptr [r14 + {resp_err_rel}], r12",
+    "mov dword ptr [r14], r13d",
+    "mov eax, {sys_write}",
+    "mov edi, {ack_fd}",
+    "lea rsi, [r15 + {req_one}]",
+    "mov edx, 8",
+    "syscall",
+    "jmp 10b",
+    // A new application thread: its alternate stack, its own filter, then
+    // a trap that parks it in the handler until the sentry runs it.
+    "40:",
+    "lea r8, [rsp - 4096]",
+    "lea rax, [r8 + 4096]",
+    "mov qword ptr [r8 + {a_altstack}], rax",
+    "mov qword ptr [r8 + {a_altstack} + 8], 0",
+    "mov qword ptr [r8 + {a_altstack} + 16], {altstack_size}",
+    "lea rdi, [r8 + {a_altstack}]",
+    "xor esi, esi",
+    "mov eax, {sys_sigaltstack}",
+    "syscall",
+    "test rax, rax",
+    "jnz 91f",
+    "mov eax, {sys_seccomp}",
+    "mov edi, 1",
+    "xor esi, esi",
+    "movabs rdx, {thread_fprog}",
+    "syscall",
+    "test rax, rax",
+    "jnz 91f",
+    "ud2",
+    "90:",
+    "mov eax, {sys_exit_group}",
+    "xor edi, edi",
+    "syscall",
+    "ud2",
+    "91:",
+    "mov eax, {sys_exit}",
+    "mov edi, 1",
+    "syscall",
+    "ud2",
+    ".globl cordon_trap_stub_end",
+    "cordon_trap_stub_end:",
+    ".popsection",
+    area = const AREA,
+    a_signo = const A_SIGNO,
+    a_info = const A_INFO,
+    a_uc = const A_UCONTEXT,
+    a_fs = const A_FS,
+    a_gs = const A_GS,
+    a_altstack = const A_ALTSTACK,
+    altstack_size = const AREA - 4096,
+    event = const STATE_EVENT,
+    run = const STATE_RUN,
+    sys_futex = const libc::SYS_futex,
+    sys_exit = const libc::SYS_exit,
+    sys_exit_group = const libc::SYS_exit_group,
+    sys_rt_sigreturn = const libc::SYS_rt_sigreturn,
+    sys_munmap = const libc::SYS_munmap,
+    sys_mmap = const libc::SYS_mmap,
+    sys_mprotect = const libc::SYS_mprotect,
+    sys_clone = const libc::SYS_clone,
+    sys_write = const libc::SYS_write,
+    sys_seccomp = const libc::SYS_seccomp,
+    sys_sigaltstack = const libc::SYS_sigaltstack,
+    code = const CODE,
+    code_end = const CODE + CODE_SIZE,
+    gap_len = const SLOT - (CODE + CODE_SIZE),
+    slot = const SLOT,
+    slot_end = const SLOT + SLOT_SIZE,
+    top_len = const TASK_TOP - (SLOT + SLOT_SIZE),
+    control_fprog = const SLOT + SETUP_CONTROL_FPROG as u64,
+    thread_fprog = const SLOT + SETUP_THREAD_FPROG as u64,
+    resp = const RESP,
+    resp_err_rel = const RESP_ERR - RESP,
+    resp_tid_rel = const RESP_TID - RESP,
+    req_seq = const REQ_SEQ,
+    req_count = const REQ_COUNT,
+    req_one = const REQ_ONE,
+    req_ops = const REQ_OPS,
+    max_ops = const MAX_OPS,
+    op_size = const OP_SIZE,
+    op_map = const OP_MAP,
+    op_unmap = const OP_UNMAP,
+    op_protect = const OP_PROTECT,
+    op_thread = const OP_THREAD,
+    op_exit = const OP_EXIT,
+    map_flags = const libc::MAP_SHARED | libc::MAP_FIXED,
+    mem_fd = const MEM_FD,
+    ack_fd = const ACK_FD,
+    clone_flags = const CLONE_THREAD_FLAGS,
+);
+
+unsafe extern "C" {
+    static cordon_trap_stub_start: u8;
+    static cordon_trap_stub_handler: u8;
+    static cordon_trap_stub_restorer: u8;
+    static cordon_trap_stub_control: u8;
+    static cordon_trap_stub_end: u8;
+}
+
+/// The stub's code as it lies in this binary.
+pub(crate) fn code() -> &'static [u8] {
+    let start = &raw const cordon_trap_stub_start;
+    let end = &raw const cordon_trap_stub_end;
+    // SAFETY: both symbols delimit one section of this binary's text, which
+    // is mapped readable for the life of the process.
+    unsafe { std::slice::from_raw_parts(start, end as usize - start as usize) }
+}
+
+fn offset(sym: *const u8) -> u64 {
+    sym as u64 - (&raw const cordon_trap_stub_start) as u64
+}
+
+/// The handler's address in a stub.
+pub(crate) fn handler() -> u64 {
+    CODE + offset(&raw const cordon_trap_stub_handler)
+}
+
+/// The restorer's address in a stub.
+pub(crate) fn restorer() -> u64 {
+    CODE + offset(&raw const cordon_trap_stub_restorer)
+}
+
+/// The control loop's address in a stub.
+pub(crate) fn control() -> u64 {
+    CODE + offset(&raw const cordon_trap_stub_control)
+}
