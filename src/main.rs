@@ -28,9 +28,11 @@ struct Cli {
 enum Command {
     /// Run PROGRAM inside a new sandbox.
     Run(Box<RunArgs>),
-    /// List the platforms: whether each can run on this host, what its
-    /// system call round trip and first-touch fault cost, and which one
-    /// `--platform auto` picks.
+    /// List the platforms, what each costs here, and auto's choice.
+    ///
+    /// One line per platform: available, with its measured system call
+    /// round trip and first-touch fault, or why not; `<- auto` marks the
+    /// one `--platform auto` picks.
     Platforms(PlatformsArgs),
 }
 
@@ -700,7 +702,10 @@ fn choose_platform(args: &RunArgs) -> Result<Option<(PlatformKind, &'static str)
         PlatformArg::Auto => {
             let calibration = platforms::calibration(&args.kvm_device, false);
             match calibration.choice().map(parse_platform) {
-                Some(Ok(PlatformArg::Named(kind))) => Ok(Some((kind, "auto"))),
+                Some(Ok(PlatformArg::Named(kind))) => {
+                    tracing::debug!("platform {kind:?} chosen by auto:\n{}", calibration.render().trim_end());
+                    Ok(Some((kind, "auto")))
+                }
                 _ => {
                     diag::line(format_args!("cordon: no platform can run on this host: {}", calibration.why_none()));
                     Ok(None)

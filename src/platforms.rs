@@ -254,6 +254,10 @@ fn run_in_child(work: impl FnOnce() -> Status) -> Result<Status, String> {
     }
     if pid == 0 {
         drop(read_end);
+        // What the platform forks (the trap platform's factory and stubs)
+        // stays this process's to end, orphans included.
+        // SAFETY: plain call on this process.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
         // The child's result, whatever the platform did, or an exit
         // status the parent reports.
         let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
@@ -264,6 +268,7 @@ fn run_in_child(work: impl FnOnce() -> Status) -> Result<Status, String> {
             }
             Err(_) => 2,
         };
+        end_descendants();
         // SAFETY: ends the child without running the parent's exit
         // handlers or flushing its copies of the parent's buffers.
         unsafe { libc::_exit(code) }
@@ -287,6 +292,38 @@ fn run_in_child(work: impl FnOnce() -> Status) -> Result<Status, String> {
         }
         Err(_) => Err(format!("the calibrating process exited with status {}", libc::WEXITSTATUS(wstatus))),
     }
+}
+
+/// Kills and reaps every process this one made or inherited as subreaper,
+/// so that when it is reaped nothing of the calibration is left: no process
+/// in the caller's process group, none counted against the user's process
+/// limit while the sandbox runs.
+fn end_descendants() {
+    loop {
+        let Some(children) = own_children() else { return };
+        for pid in children {
+            // SAFETY: signals a child of this process, not yet reaped, so
+            // the pid is still its.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        // SAFETY: reaps any child of ours; ECHILD once there is none.
+        if unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
+        {
+            return;
+        }
+    }
+}
+
+/// The children of every thread of this process; None if the kernel does
+/// not list them.
+fn own_children() -> Option<Vec<i32>> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let list = std::fs::read_to_string(task.ok()?.path().join("children")).ok()?;
+        pids.extend(list.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+    }
+    Some(pids)
 }
 
 /// Everything read from `fd` until end of file, or None at `deadline`.
@@ -347,6 +384,31 @@ mod tests {
         let c = Calibration { host: key(), platforms: vec![costs("kvm", 1, 2), gone] };
         let text = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<Calibration>(&text).unwrap(), c);
+    }
+
+    #[test]
+    fn a_child_leaves_no_process_behind() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills the two descriptors of a new pipe.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both descriptors are new and ours.
+        let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let status = run_in_child(move || {
+            // A grandchild that would outlive the calibration, holding the
+            // pipe's write end open.
+            // SAFETY: the grandchild only waits to be killed.
+            if unsafe { libc::fork() } == 0 {
+                loop {
+                    // SAFETY: waits for a signal.
+                    unsafe { libc::pause() };
+                }
+            }
+            Status::Unavailable { why: "done".into() }
+        });
+        assert_eq!(status, Ok(Status::Unavailable { why: "done".into() }));
+        drop(write_end);
+        // End of file only once every holder of the write end is gone.
+        assert_eq!(read_until_eof(read_end, Instant::now() + Duration::from_secs(60)), Some(vec![]));
     }
 
     #[test]

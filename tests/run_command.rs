@@ -382,3 +382,20 @@ fn auto_without_a_writable_cache_measures_and_stays_quiet() {
     }
     assert_eq!(std::fs::read(&blocked).unwrap(), b"", "the file is left alone");
 }
+
+#[test]
+fn auto_leaves_no_process_of_its_calibration_behind() {
+    require_kvm!();
+    // An empty cache: this run calibrates every platform.
+    let cache = common::scratch_dir("platforms-leftovers");
+    let mut cmd = cordon_with_cache(&cache);
+    cmd.args(["run", "--", "/bin/true"]);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let group = child.id() as i32;
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(cache.join("cordon/platforms.json").exists(), "the run calibrated");
+    let left = rustix::process::test_kill_process_group(rustix::process::Pid::from_raw(group).unwrap());
+    assert_eq!(left, Err(rustix::io::Errno::SRCH), "processes left in cordon's process group");
+}
