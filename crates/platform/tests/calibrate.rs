@@ -6,7 +6,9 @@ use std::path::Path;
 use platform::PlatformError;
 use platform::calibrate::{self, Costs};
 
-fn check(name: &str, result: Result<Costs, PlatformError>) {
+/// Checks a calibration's result; `required` makes unavailability a
+/// failure.
+fn check(name: &str, result: Result<Costs, PlatformError>, required: bool) {
     match result {
         Ok(c) => {
             eprintln!("{name}: round trip {} ns, fault {} ns", c.round_trip_ns, c.fault_ns);
@@ -15,7 +17,7 @@ fn check(name: &str, result: Result<Costs, PlatformError>) {
             assert!(c.round_trip_ns > 0 && c.round_trip_ns < 1_000_000_000, "{name}: {c:?}");
             assert!(c.fault_ns > 0 && c.fault_ns < 1_000_000_000, "{name}: {c:?}");
         }
-        Err(PlatformError::Unavailable(why)) if std::env::var("CORDON_REQUIRE_KVM").as_deref() != Ok("1") => {
+        Err(PlatformError::Unavailable(why)) if !required => {
             eprintln!("skipping {name}: unavailable: {why}")
         }
         Err(e) => panic!("{name}: calibration failed: {e}"),
@@ -24,12 +26,14 @@ fn check(name: &str, result: Result<Costs, PlatformError>) {
 
 #[test]
 fn kvm_calibrates() {
-    check("kvm", calibrate::calibrate_kvm(Path::new(platform::kvm::DEFAULT_DEVICE)));
+    let required = std::env::var("CORDON_REQUIRE_KVM").as_deref() == Ok("1");
+    check("kvm", calibrate::calibrate_kvm(Path::new(platform::kvm::DEFAULT_DEVICE)), required);
 }
 
 #[test]
 fn trap_calibrates() {
-    check("trap", calibrate::calibrate_trap());
+    // Needs no KVM; the host kernel may still refuse it (FSGSBASE).
+    check("trap", calibrate::calibrate_trap(), false);
 }
 
 #[test]
