@@ -71,6 +71,9 @@ pub(crate) const A_INFO: usize = 16;
 pub(crate) const A_UCONTEXT: usize = 24;
 pub(crate) const A_FS: usize = 32;
 pub(crate) const A_GS: usize = 40;
+/// How many times the handler may poll the state word before it sleeps
+/// (written by the sentry; the handler caps it at [`SPIN_CAP`]).
+pub(crate) const A_SPIN: usize = 48;
 const A_ALTSTACK: usize = 64;
 
 /// The thread is gone (the kernel clears the word when it exits).
@@ -81,6 +84,16 @@ pub(crate) const STATE_EVENT: u32 = 1;
 pub(crate) const STATE_RUN: u32 = 2;
 /// The sentry asks the thread to exit.
 pub(crate) const STATE_EXIT: u32 = 3;
+/// As [`STATE_EVENT`], and the stub thread sleeps (or is about to) on the
+/// futex: whoever changes the word must wake it.
+pub(crate) const STATE_EVENT_SLEEPING: u32 = 4;
+/// As [`STATE_RUN`], and the sentry sleeps (or is about to) on the futex.
+pub(crate) const STATE_RUN_SLEEPING: u32 = 5;
+
+/// The most polls of the state word the handler makes before it sleeps,
+/// whatever the word at [`A_SPIN`] says: an application that scribbles it
+/// wastes at most this much of its own thread's time.
+pub(crate) const SPIN_CAP: u32 = 1 << 16;
 
 const CLONE_THREAD_FLAGS: u64 = (libc::CLONE_VM
     | libc::CLONE_FS
@@ -113,26 +126,54 @@ global_asm!(
     "mov qword ptr [r8 + {a_fs}], rcx",
     "rdgsbase rcx",
     "mov qword ptr [r8 + {a_gs}], rcx",
-    "mov dword ptr [r8], {event}",
+    // Post the event; wake the sentry only if it announced it sleeps.
+    "mov eax, {event}",
+    "xchg eax, dword ptr [r8]",
+    "cmp eax, {run}",
+    "je 2f",
     "mov eax, {sys_futex}",
     "mov rdi, r8",
     "mov esi, 1", // FUTEX_WAKE, shared: the sentry waits in another process
     "mov edx, 1",
     "syscall",
+    // Spin for the answer as long as the sentry allows (never more than
+    // the cap), then announce sleep and wait on the futex.
     "2:",
+    "mov ecx, dword ptr [r8 + {a_spin}]",
+    "mov eax, {spin_cap}",
+    "cmp ecx, eax",
+    "cmova ecx, eax",
+    "test ecx, ecx",
+    "jz 5f",
+    "3:",
     "mov eax, dword ptr [r8]",
     "cmp eax, {event}",
-    "jne 3f",
+    "jne 6f",
+    "pause",
+    "dec ecx",
+    "jnz 3b",
+    "5:",
+    "mov eax, {event}",
+    "mov edx, {event_sleeping}",
+    "lock cmpxchg dword ptr [r8], edx",
+    "jne 6f",
+    "7:",
     "mov eax, {sys_futex}",
     "mov rdi, r8",
     "xor esi, esi", // FUTEX_WAIT
-    "mov edx, {event}",
+    "mov edx, {event_sleeping}",
     "xor r10d, r10d",
     "syscall",
-    "jmp 2b",
-    "3:",
+    "mov eax, dword ptr [r8]",
+    "cmp eax, {event_sleeping}",
+    "je 7b",
+    // eax: the sentry's answer.
+    "6:",
     "cmp eax, {run}",
+    "je 8f",
+    "cmp eax, {run_sleeping}",
     "jne 4f",
+    "8:",
     "mov rcx, qword ptr [r8 + {a_fs}]",
     "wrfsbase rcx",
     "mov rcx, qword ptr [r8 + {a_gs}]",
@@ -305,8 +346,12 @@ global_asm!(
     a_gs = const A_GS,
     a_altstack = const A_ALTSTACK,
     altstack_size = const AREA - 4096,
+    a_spin = const A_SPIN,
+    spin_cap = const SPIN_CAP,
     event = const STATE_EVENT,
+    event_sleeping = const STATE_EVENT_SLEEPING,
     run = const STATE_RUN,
+    run_sleeping = const STATE_RUN_SLEEPING,
     sys_futex = const libc::SYS_futex,
     sys_exit = const libc::SYS_exit,
     sys_exit_group = const libc::SYS_exit_group,
