@@ -222,8 +222,10 @@ fn eventfd(flags: i32) -> Result<OwnedFd, PlatformError> {
 
 impl TrapPlatform {
     /// Starts the factory of stubs, whose memory comes from `mem`. Must run
-    /// before the sentry confines itself.
-    pub fn new(mem: Arc<MemoryFile>) -> Result<Self, PlatformError> {
+    /// before the sentry confines itself. Run by root, the stubs take
+    /// `unprivileged_id` as their user and group ids: those a sentry of
+    /// root's takes, so that it may still signal them.
+    pub fn new(mem: Arc<MemoryFile>, unprivileged_id: u32) -> Result<Self, PlatformError> {
         // The handler saves and restores the application's FS and GS bases
         // with the FSGSBASE instructions, which the kernel must allow.
         const HWCAP2_FSGSBASE: u64 = 1 << 1;
@@ -265,7 +267,7 @@ impl TrapPlatform {
             request: request.as_raw_fd(),
             acks: acks.iter().map(|a| a.as_raw_fd()).collect::<Vec<RawFd>>(),
         };
-        factory::spawn(&fds, base.cast()).map_err(|e| {
+        factory::spawn(&fds, base.cast(), unprivileged_id).map_err(|e| {
             PlatformError::host(
                 "fork stub factory",
                 rustix::io::Errno::from_raw_os_error(e.raw_os_error().unwrap_or(0)),
