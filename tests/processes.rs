@@ -39,6 +39,7 @@ c_tests! {
     sig_edges,
     sched_affinity,
     exit_signals,
+    fast_ids,
     spin_interrupt,
 }
 

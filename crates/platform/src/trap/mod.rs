@@ -25,6 +25,16 @@
 //!   the signal frame itself, then lets the handler return through
 //!   `rt_sigreturn` into the application.
 //!
+//! # Fast paths
+//!
+//! The sentry publishes the answers to getpid, gettid, getppid and the
+//! id getters ([`crate::FAST_PATH_SYSCALLS`]) in the thread's area before
+//! it runs the thread; the handler answers those calls itself (rax in the
+//! signal frame, and back through `rt_sigreturn`) and counts them there,
+//! and the sentry collects the counts at the next event. The sentry
+//! interrupts a thread whose answers another thread made stale (a parent's
+//! exit, a change of the process's ids), so that it publishes them afresh.
+//!
 //! # The handoff
 //!
 //! The state word of a thread area says whose turn it is: `RUN` (the
@@ -89,6 +99,8 @@
 //!   then polls at most [`stub::SPIN_CAP`] rounds of its own thread's time;
 //!   the sentry takes a value it does not expect as the thread's end, and
 //!   any other change only as "wake up and look".
+//! - The published answers and counts: an application that changes them
+//!   changes what its own calls answer and what `--profile` counts for it.
 //! - Not covered: the application can read the host's vsyscall page and
 //!   execute `cpuid`, `rdtsc` and the like natively (it sees the host CPU),
 //!   and the reserved range is refused to it.
@@ -107,8 +119,8 @@ use std::time::Instant;
 use memory::{Frame, MemoryFile};
 
 use crate::{
-    Access, AddressSpace, Context, Event, Exception, ExitCounts, Fault, FpState, Interrupter, Platform, PlatformError,
-    PlatformStats, Registers,
+    Access, AddressSpace, Context, Event, Exception, ExitCounts, FAST_PATH_SYSCALLS, FastPathState, Fault, FpState,
+    Interrupter, Platform, PlatformError, PlatformStats, Registers,
 };
 
 /// The host signal that interrupts application code in a stub.
@@ -309,6 +321,7 @@ impl Platform for TrapPlatform {
             counts: ExitCounts::default(),
             sentry_polls: self.shared.spin_max,
             stub_polls: self.shared.spin_max,
+            fast_path: None,
         }))
     }
 
@@ -734,6 +747,8 @@ pub struct TrapContext {
     /// restored when they sufficed.
     sentry_polls: u32,
     stub_polls: u32,
+    /// The answers the handler may give without the sentry.
+    fast_path: Option<FastPathState>,
 }
 
 impl TrapContext {
@@ -897,6 +912,10 @@ impl Context for TrapContext {
     fn exit_counts(&self) -> ExitCounts {
         self.counts
     }
+
+    fn publish_fast_path(&mut self, state: Option<FastPathState>) {
+        self.fast_path = state;
+    }
 }
 
 impl TrapContext {
@@ -912,6 +931,12 @@ impl TrapContext {
         unsafe { uc.add(UC_SIGMASK).cast::<u64>().write_volatile(0) };
         t.set_area_u64(stub::A_FS, regs.fs_base);
         t.set_area_u64(stub::A_GS, regs.gs_base);
+        if let Some(state) = &self.fast_path {
+            for (i, v) in state.answers().into_iter().enumerate() {
+                t.set_area_u64(stub::A_FAST_ANSWERS + 8 * i, v);
+            }
+        }
+        t.set_area_u32(stub::A_FAST_ON, self.fast_path.is_some() as u32);
         if let Some(fp) = self.pending_fp.take() {
             self.write_fp(t, &fp)?;
         }
@@ -933,6 +958,15 @@ impl TrapContext {
         let ran_out = waited?;
         if core_free {
             self.sentry_polls = adapt(self.sentry_polls, ran_out, shared.spin_max);
+        }
+        // The thread is parked: its counts of calls answered in the
+        // handler are ours to take.
+        for i in 0..FAST_PATH_SYSCALLS.len() {
+            let hits = t.area_u64(stub::A_FAST_HITS + 8 * i);
+            if hits != 0 {
+                t.set_area_u64(stub::A_FAST_HITS + 8 * i, 0);
+                self.counts.fast_path[i] += hits;
+            }
         }
         self.event(t, regs)
     }

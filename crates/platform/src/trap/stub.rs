@@ -74,6 +74,14 @@ pub(crate) const A_GS: usize = 40;
 /// How many times the handler may poll the state word before it sleeps
 /// (written by the sentry; the handler caps it at [`SPIN_CAP`]).
 pub(crate) const A_SPIN: usize = 48;
+/// Nonzero while the answers at [`A_FAST_ANSWERS`] hold (a u32).
+pub(crate) const A_FAST_ON: usize = 128;
+/// The answers to [`crate::FAST_PATH_SYSCALLS`], a u64 each, written by the
+/// sentry while the thread is parked.
+pub(crate) const A_FAST_ANSWERS: usize = 136;
+/// Calls the handler answered, a u64 per [`crate::FAST_PATH_SYSCALLS`]
+/// entry; the sentry adds them to its counts and clears them at each event.
+pub(crate) const A_FAST_HITS: usize = A_FAST_ANSWERS + 8 * crate::FAST_PATH_SYSCALLS.len();
 const A_ALTSTACK: usize = 64;
 
 /// The thread is gone (the kernel clears the word when it exits).
@@ -119,6 +127,45 @@ global_asm!(
     "cordon_trap_stub_handler:",
     "mov r8, rsp",
     "and r8, -{area}",
+    // A call the sentry published the answer to is answered here: rax in
+    // the frame, a count, and back through rt_sigreturn.
+    "cmp edi, {sigsys}",
+    "jne 1f",
+    "cmp dword ptr [r8 + {a_fast_on}], 0",
+    "je 1f",
+    "cmp dword ptr [rsi + {si_code}], {sys_seccomp_code}",
+    "jne 1f",
+    "cmp dword ptr [rsi + {si_arch}], {audit_arch}",
+    "jne 1f",
+    "mov eax, dword ptr [rsi + {si_syscall}]",
+    "xor ecx, ecx",
+    "cmp eax, {nr0}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr1}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr2}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr3}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr4}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr5}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr6}",
+    "je 9f",
+    "jmp 1f",
+    "9:",
+    "mov rax, qword ptr [r8 + rcx * 8 + {a_fast_answers}]",
+    "mov qword ptr [rdx + {uc_rax}], rax",
+    "inc qword ptr [r8 + rcx * 8 + {a_fast_hits}]",
+    "ret",
+    "1:",
     "mov dword ptr [r8 + {a_signo}], edi",
     "mov qword ptr [r8 + {a_info}], rsi",
     "mov qword ptr [r8 + {a_uc}], rdx",
@@ -347,6 +394,23 @@ global_asm!(
     a_altstack = const A_ALTSTACK,
     altstack_size = const AREA - 4096,
     a_spin = const A_SPIN,
+    a_fast_on = const A_FAST_ON,
+    a_fast_answers = const A_FAST_ANSWERS,
+    a_fast_hits = const A_FAST_HITS,
+    sigsys = const libc::SIGSYS,
+    si_code = const 8,
+    si_syscall = const 24,
+    si_arch = const 28,
+    sys_seccomp_code = const 1, // SYS_SECCOMP
+    audit_arch = const 0xc000_003e_u32, // AUDIT_ARCH_X86_64
+    uc_rax = const 40 + 13 * 8, // uc_mcontext.gregs[REG_RAX]
+    nr0 = const crate::FAST_PATH_SYSCALLS[0],
+    nr1 = const crate::FAST_PATH_SYSCALLS[1],
+    nr2 = const crate::FAST_PATH_SYSCALLS[2],
+    nr3 = const crate::FAST_PATH_SYSCALLS[3],
+    nr4 = const crate::FAST_PATH_SYSCALLS[4],
+    nr5 = const crate::FAST_PATH_SYSCALLS[5],
+    nr6 = const crate::FAST_PATH_SYSCALLS[6],
     spin_cap = const SPIN_CAP,
     event = const STATE_EVENT,
     event_sleeping = const STATE_EVENT_SLEEPING,
