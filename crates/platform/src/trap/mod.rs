@@ -321,6 +321,7 @@ impl Platform for TrapPlatform {
             counts: ExitCounts::default(),
             sentry_polls: self.shared.spin_max,
             stub_polls: self.shared.spin_max,
+            stub_polled: false,
             fast_path: None,
         }))
     }
@@ -747,6 +748,9 @@ pub struct TrapContext {
     /// restored when they sufficed.
     sentry_polls: u32,
     stub_polls: u32,
+    /// The handler was allowed to poll at the last handoff: only then does
+    /// its sleep say that its polls ran out.
+    stub_polled: bool,
     /// The answers the handler may give without the sentry.
     fast_path: Option<FastPathState>,
 }
@@ -944,14 +948,18 @@ impl TrapContext {
         let shared = &self.shared;
         let running = shared.running.fetch_add(1, Ordering::AcqRel) + 1;
         let core_free = running.saturating_mul(2) <= shared.cpus;
-        t.set_area_u32(stub::A_SPIN, if core_free { self.stub_polls } else { 0 });
         let w = t.state();
         let before = w.swap(stub::STATE_RUN, Ordering::AcqRel);
         if before != stub::STATE_EVENT {
             control::futex_wake(w);
         }
         // The handler's polls ran out if it announced sleep.
-        self.stub_polls = adapt(self.stub_polls, before == stub::STATE_EVENT_SLEEPING, shared.spin_max);
+        if self.stub_polled {
+            self.stub_polls = adapt(self.stub_polls, before == stub::STATE_EVENT_SLEEPING, shared.spin_max);
+        }
+        // For the handler's next wait, which begins after this run.
+        t.set_area_u32(stub::A_SPIN, if core_free { self.stub_polls } else { 0 });
+        self.stub_polled = core_free;
         let polls = if core_free { self.sentry_polls } else { 0 };
         let waited = t.wait_event(polls);
         shared.running.fetch_sub(1, Ordering::AcqRel);
