@@ -213,7 +213,7 @@ pub fn host_key(kvm_device: &Path) -> HostKey {
 fn measure(name: &str, kvm_device: &Path) -> Result<Costs, PlatformError> {
     match name {
         "kvm" => calibrate::calibrate_kvm(kvm_device),
-        "trap" => calibrate::calibrate_trap(),
+        "trap" => calibrate::calibrate_trap(sentry::confine::UNPRIVILEGED_ID),
         other => Err(PlatformError::Unavailable(format!("no platform named {other}"))),
     }
 }

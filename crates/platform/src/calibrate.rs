@@ -56,10 +56,11 @@ pub fn calibrate_kvm(device: &Path) -> Result<Costs, PlatformError> {
     measure(&platform, &mem)
 }
 
-/// Measures the trap platform.
-pub fn calibrate_trap() -> Result<Costs, PlatformError> {
+/// Measures the trap platform, whose stubs take `unprivileged_id` when
+/// run by root (see [`crate::trap::TrapPlatform::new`]).
+pub fn calibrate_trap(unprivileged_id: u32) -> Result<Costs, PlatformError> {
     let mem = Arc::new(MemoryFile::new(MEMORY)?);
-    let platform = crate::trap::TrapPlatform::new(mem.clone())?;
+    let platform = crate::trap::TrapPlatform::new(mem.clone(), unprivileged_id)?;
     measure(&platform, &mem)
 }
 
@@ -74,6 +75,9 @@ pub fn measure(platform: &dyn Platform, mem: &MemoryFile) -> Result<Costs, Platf
     mem.write(code, TOUCH_OFFSET as usize, &TOUCH_LOOP);
     space.map(CODE, &[code], Access::READ_EXECUTE)?;
     let mut ctx = platform.new_context()?;
+    // What is measured is the exit to the sentry: no call may be answered
+    // on the way.
+    ctx.publish_fast_path(None);
 
     let mut regs = Registers::for_entry(CODE, STACK_TOP);
     let mut round_trips = Vec::with_capacity(REPETITIONS * EVENTS);
