@@ -28,6 +28,7 @@ use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, S
 use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
+pub mod accounting;
 pub mod hostinet;
 pub mod inet;
 pub mod interfaces;
@@ -341,6 +342,8 @@ pub struct Network {
     pub unix: Arc<unix::UnixSpace>,
     /// The sandbox's own loopback stack (`--network=none`).
     pub loopback: Arc<inet::Loopback>,
+    /// What the sockets' queued buffers are charged to.
+    pub memory: Arc<accounting::SocketMemory>,
 }
 
 /// The /proc/net files made from the sandbox's interfaces.
@@ -373,12 +376,15 @@ pub enum NetworkMode {
 }
 
 impl Network {
-    pub fn new(mode: NetworkMode) -> Arc<Network> {
+    /// The sandbox's network; socket buffers are charged to `mf`.
+    pub fn new(mode: NetworkMode, mf: Arc<memory::MemoryFile>) -> Arc<Network> {
+        let memory = accounting::SocketMemory::new(mf);
         Arc::new(Network {
             mode,
             netlink_ports: netlink::Ports::default(),
-            unix: unix::UnixSpace::new(),
-            loopback: inet::Loopback::new(),
+            unix: unix::UnixSpace::new(memory.clone()),
+            loopback: inet::Loopback::new(memory.clone()),
+            memory,
         })
     }
 
