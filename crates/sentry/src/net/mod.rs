@@ -406,6 +406,11 @@ impl Network {
     /// sandbox shows the header alone).
     pub fn proc_net_file(&self, name: &str) -> Option<String> {
         match name {
+            // On the host's network the interfaces are the host's; the
+            // sentry's own /proc/net is of the host's network namespace.
+            "dev" | "if_inet6" | "route" if self.mode == NetworkMode::Host => {
+                std::fs::read_to_string(format!("/proc/net/{name}")).ok()
+            }
             "dev" => Some(interfaces::proc_net_dev()),
             "if_inet6" => Some(interfaces::proc_net_if_inet6()),
             "route" => Some(interfaces::proc_net_route()),
