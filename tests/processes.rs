@@ -39,6 +39,8 @@ c_tests! {
     sig_edges,
     sched_affinity,
     exit_signals,
+    fast_ids,
+    spin_interrupt,
 }
 
 /// SIGBUS past the end of a file mapping, wherever the fault falls.

@@ -24,8 +24,9 @@ pub(crate) struct FactoryFds {
     pub acks: Vec<RawFd>,
 }
 
-/// Forks the factory; returns its pid.
-pub(crate) fn spawn(fds: &FactoryFds, base: *mut u8) -> std::io::Result<i32> {
+/// Forks the factory; returns its pid. Stubs the factory makes as root
+/// take `unprivileged_id` as their ids (see [`stub_main`]).
+pub(crate) fn spawn(fds: &FactoryFds, base: *mut u8, unprivileged_id: u32) -> std::io::Result<i32> {
     let control_filter = filter::control();
     let thread_filter = filter::thread();
     let mut code = vec![0u8; stub::CODE_SIZE as usize];
@@ -46,6 +47,7 @@ pub(crate) fn spawn(fds: &FactoryFds, base: *mut u8) -> std::io::Result<i32> {
         code,
         control_prog: (control_filter.len() as u16, stub::CODE + filters_at as u64),
         thread_prog: (thread_filter.len() as u16, stub::CODE + thread_at as u64),
+        unprivileged_id,
     };
     let acks = fds.acks.clone();
     // SAFETY: fork; the child runs only raw system calls on memory that
@@ -65,6 +67,7 @@ struct StubPlan {
     code: Vec<u8>,
     control_prog: (u16, u64),
     thread_prog: (u16, u64),
+    unprivileged_id: u32,
 }
 
 fn raw_write_u64(fd: RawFd, v: u64) {
@@ -145,6 +148,18 @@ fn stub_main(fds: &FactoryFds, ack: RawFd, slot: usize, plan: &StubPlan) -> ! {
     // SAFETY: raw calls in a freshly forked child that owns all it touches;
     // every mapping made here is at the stub's reserved addresses.
     unsafe {
+        // A stub of root's takes the ids a sentry of root's takes when it
+        // confines itself, where the user namespace maps them (failing
+        // where the sentry's change fails too): the sentry interrupts
+        // application code with a signal, which it may send only to
+        // processes of its own uid. A stub has no use for root's rights.
+        if libc::geteuid() == 0 {
+            let id = plan.unprivileged_id;
+            libc::setgroups(0, std::ptr::null());
+            libc::setresgid(id, id, id);
+            libc::setresuid(id, id, id);
+        }
+        // After the change of ids, which clears it.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         let fail = || -> ! { libc::_exit(126) };
         let off = control::slot_offset(slot) as libc::off_t;
