@@ -15,6 +15,8 @@ use sentry::sandbox::{Bind, PlatformKind, Sandbox, SandboxConfig, TmpfsSpec};
 use sentry::task::ExitStatus;
 use sentry::{diag, internal_error};
 
+mod platforms;
+
 #[derive(Parser)]
 #[command(name = "cordon", version, about = "Run Linux programs in a KVM sandbox with a kernel of its own")]
 struct Cli {
@@ -25,7 +27,24 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run PROGRAM inside a new sandbox.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// List the platforms, what each costs here, and auto's choice.
+    ///
+    /// One line per platform: available, with its measured system call
+    /// round trip and first-touch fault, or why not; `<- auto` marks the
+    /// one `--platform auto` picks.
+    Platforms(PlatformsArgs),
+}
+
+#[derive(Args)]
+struct PlatformsArgs {
+    /// Measure again instead of using the costs cached for this host, and
+    /// cache the new ones.
+    #[arg(long)]
+    calibrate: bool,
+    /// KVM device to use.
+    #[arg(long, value_name = "PATH", default_value = platform::kvm::DEFAULT_DEVICE)]
+    kvm_device: PathBuf,
 }
 
 #[derive(Args)]
@@ -101,10 +120,12 @@ struct RunArgs {
     /// KVM device to use.
     #[arg(long, value_name = "PATH", default_value = platform::kvm::DEFAULT_DEVICE)]
     kvm_device: PathBuf,
-    /// Platform that runs application code: kvm, or trap (host stub
-    /// processes under seccomp). Default: $CORDON_PLATFORM, else kvm.
+    /// Platform that runs application code: kvm, trap (host stub
+    /// processes under seccomp), or auto, the one measured fastest on
+    /// this host (see `cordon platforms`). Default: $CORDON_PLATFORM, else
+    /// auto.
     #[arg(long, value_name = "NAME", value_parser = parse_platform)]
-    platform: Option<PlatformKind>,
+    platform: Option<PlatformArg>,
     /// Most tasks (threads and processes) alive in the sandbox at once;
     /// fork and clone past it fail with EAGAIN (default: unlimited).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
@@ -211,7 +232,7 @@ fn host_memory() -> u64 {
     if n > 0 { n as u64 * pages } else { 4 << 30 }
 }
 
-fn build_config(args: RunArgs) -> Result<SandboxConfig> {
+fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> {
     // As docker refuses: a terminal fed from something that is not one.
     if args.tty && args.interactive && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         bail!("the input device is not a TTY");
@@ -281,13 +302,7 @@ fn build_config(args: RunArgs) -> Result<SandboxConfig> {
         read_only_root: args.read_only,
         rootfs_open_at: None,
         kvm_device: args.kvm_device,
-        platform: match args.platform {
-            Some(p) => p,
-            None => match std::env::var("CORDON_PLATFORM") {
-                Ok(name) => parse_platform(&name).map_err(|e| anyhow::anyhow!("CORDON_PLATFORM: {e}"))?,
-                Err(_) => PlatformKind::Kvm,
-            },
-        },
+        platform,
         program: command[0].clone(),
         args: command,
         env,
@@ -470,8 +485,13 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             Some(ProfileOut::TextAndFile(path, file))
         }
     };
+    // Before the sandbox starts: auto may calibrate, in child processes
+    // the sentry could not make once confined.
+    let Some((platform, chosen_by)) = choose_platform(&args)? else {
+        return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
+    };
     let specs = args.publish.clone();
-    let config = build_config(args)?;
+    let config = build_config(args, platform)?;
     // Published ports are had before the sandbox starts, in the host's
     // network namespace: one that cannot be had is an error now.
     let listeners = match publish::listen(&specs) {
@@ -528,7 +548,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         internal_error::restore_terminals();
     }
     let status = outcome.status;
-    if let (Some(out), Some(report)) = (profile, outcome.report) {
+    if let (Some(out), Some(mut report)) = (profile, outcome.report) {
+        report.platform_chosen_by = Some(chosen_by);
         match out {
             ProfileOut::Text => diag::text(&report.render()),
             ProfileOut::Json => diag::line(format_args!("{}", serde_json::to_string_pretty(&report)?)),
@@ -631,7 +652,12 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => start_log(&args).and_then(|()| run(args)),
+        Command::Run(args) => start_log(&args).and_then(|()| run(*args)),
+        Command::Platforms(args) => {
+            let calibration = platforms::calibration(&args.kvm_device, args.calibrate);
+            print!("{}", calibration.render());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
@@ -642,10 +668,49 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse_platform(name: &str) -> Result<PlatformKind, String> {
+/// A platform as `--platform` or CORDON_PLATFORM names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlatformArg {
+    Auto,
+    Named(PlatformKind),
+}
+
+fn parse_platform(name: &str) -> Result<PlatformArg, String> {
     match name {
-        "kvm" => Ok(PlatformKind::Kvm),
-        "trap" => Ok(PlatformKind::Trap),
-        other => Err(format!("unknown platform {other:?} (kvm or trap)")),
+        "auto" => Ok(PlatformArg::Auto),
+        "kvm" => Ok(PlatformArg::Named(PlatformKind::Kvm)),
+        "trap" => Ok(PlatformArg::Named(PlatformKind::Trap)),
+        other => Err(format!("unknown platform {other:?} (auto, kvm or trap)")),
+    }
+}
+
+/// The platform to run on and what chose it: `--platform`, else
+/// CORDON_PLATFORM, else auto's measurement. None, once said why, when
+/// auto finds no platform that can run here.
+fn choose_platform(args: &RunArgs) -> Result<Option<(PlatformKind, &'static str)>> {
+    let (arg, by) = match args.platform {
+        Some(p) => (p, "--platform"),
+        None => match std::env::var("CORDON_PLATFORM") {
+            Ok(name) => {
+                (parse_platform(&name).map_err(|e| anyhow::anyhow!("CORDON_PLATFORM: {e}"))?, "CORDON_PLATFORM")
+            }
+            Err(_) => (PlatformArg::Auto, "auto"),
+        },
+    };
+    match arg {
+        PlatformArg::Named(kind) => Ok(Some((kind, by))),
+        PlatformArg::Auto => {
+            let calibration = platforms::calibration(&args.kvm_device, false);
+            match calibration.choice().map(parse_platform) {
+                Some(Ok(PlatformArg::Named(kind))) => {
+                    tracing::debug!("platform {kind:?} chosen by auto:\n{}", calibration.render().trim_end());
+                    Ok(Some((kind, "auto")))
+                }
+                _ => {
+                    diag::line(format_args!("cordon: no platform can run on this host: {}", calibration.why_none()));
+                    Ok(None)
+                }
+            }
+        }
     }
 }

@@ -166,3 +166,236 @@ fn unsupported_calls_are_reported_only_where_asked() {
         "{err}"
     );
 }
+
+/// `cordon` with the user's cache directory at `cache` and no platform
+/// named in the environment, so that auto decides.
+fn cordon_with_cache(cache: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(cordon());
+    cmd.env("XDG_CACHE_HOME", cache).env_remove("CORDON_PLATFORM");
+    cmd
+}
+
+/// The lines of `cordon platforms`, by platform name.
+fn platform_lines(out: &std::process::Output) -> Vec<(String, String)> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    text.lines()
+        .map(|l| {
+            let (name, rest) = l.split_once(' ').expect("a name, then the rest");
+            (name.to_string(), rest.trim().to_string())
+        })
+        .collect()
+}
+
+/// The microseconds after `label` in a line of `cordon platforms`.
+fn micros_after(line: &str, label: &str) -> f64 {
+    let rest = &line[line.find(label).unwrap_or_else(|| panic!("no {label:?} in {line:?}")) + label.len()..];
+    let number = rest.split_whitespace().next().expect("a number");
+    assert!(rest.trim_start()[number.len()..].trim_start().starts_with("us"), "{line:?}");
+    number.parse().unwrap_or_else(|_| panic!("{number:?} in {line:?}"))
+}
+
+/// The platform `cordon platforms` marks as auto's choice.
+fn auto_choice(lines: &[(String, String)]) -> String {
+    let chosen: Vec<&String> = lines.iter().filter(|(_, l)| l.ends_with("<- auto")).map(|(n, _)| n).collect();
+    assert_eq!(chosen.len(), 1, "exactly one choice: {lines:?}");
+    chosen[0].clone()
+}
+
+#[test]
+fn platforms_lists_each_platform_with_its_costs_and_auto_choice() {
+    let cache = common::scratch_dir("platforms-list");
+    let out = common::run_with(
+        {
+            let mut c = cordon_with_cache(&cache);
+            c.arg("platforms");
+            c
+        },
+        None,
+    );
+    let lines = platform_lines(&out);
+    let names: Vec<&str> = lines.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["kvm", "trap"], "one line per platform");
+    for (name, line) in &lines {
+        if line.starts_with("unavailable: ") {
+            assert!(line.len() > "unavailable: ".len(), "{name}: says why");
+            assert!(name != "kvm" || !common::kvm_available(), "kvm is usable here: {line}");
+            continue;
+        }
+        assert!(line.starts_with("available"), "{name}: {line}");
+        assert!(micros_after(line, "round trip") > 0.0, "{name}: {line}");
+        assert!(micros_after(line, "first-touch fault") > 0.0, "{name}: {line}");
+    }
+    if lines.iter().any(|(_, l)| l.starts_with("available")) {
+        let chosen = auto_choice(&lines);
+        let line = &lines.iter().find(|(n, _)| *n == chosen).unwrap().1;
+        assert!(line.starts_with("available"), "auto picks an available platform: {line}");
+    }
+}
+
+/// The cache file under `cache`, parsed.
+fn cached(cache: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read(cache.join("cordon/platforms.json")).expect("the calibration is cached");
+    serde_json::from_slice(&text).expect("the cache is JSON")
+}
+
+fn write_cache(cache: &std::path::Path, v: &serde_json::Value) {
+    std::fs::write(cache.join("cordon/platforms.json"), serde_json::to_vec(v).unwrap()).unwrap();
+}
+
+#[test]
+fn the_calibration_is_cached_per_host_and_redone_on_request() {
+    let cache = common::scratch_dir("platforms-cache");
+    let platforms = |extra: &[&str]| {
+        let mut c = cordon_with_cache(&cache);
+        c.arg("platforms").args(extra);
+        platform_lines(&common::run_with(c, None))
+    };
+    platforms(&[]);
+    let first = cached(&cache);
+    for field in ["kernel", "cpu", "kvm", "cordon"] {
+        assert!(first["host"][field].as_str().is_some_and(|s| !s.is_empty()), "host {field}: {first}");
+    }
+    let available: Vec<usize> = (0..2).filter(|&i| first["platforms"][i]["status"] == "available").collect();
+    if available.is_empty() {
+        eprintln!("skipping: no platform is available here");
+        return;
+    }
+
+    // Costs no measurement gives: seen again, they came from the cache.
+    let mut planted = first.clone();
+    for &i in &available {
+        planted["platforms"][i]["round_trip_ns"] = 987_654_321u64.into();
+    }
+    write_cache(&cache, &planted);
+    let lines = platforms(&[]);
+    for &i in &available {
+        assert_eq!(micros_after(&lines[i].1, "round trip"), 987654.3, "read from the cache: {lines:?}");
+    }
+
+    // --calibrate measures again and rewrites the cache.
+    let lines = platforms(&["--calibrate"]);
+    let again = cached(&cache);
+    for &i in &available {
+        assert_ne!(again["platforms"][i]["round_trip_ns"], 987_654_321u64, "re-measured: {again}");
+        assert_ne!(micros_after(&lines[i].1, "round trip"), 987654.3, "{lines:?}");
+    }
+    assert_eq!(again["host"], first["host"]);
+
+    // A cache made on another host is measured over.
+    let mut elsewhere = planted.clone();
+    elsewhere["host"]["kernel"] = "another kernel".into();
+    write_cache(&cache, &elsewhere);
+    platforms(&[]);
+    let redone = cached(&cache);
+    assert_eq!(redone["host"], first["host"], "the cache is this host's again");
+    for &i in &available {
+        assert_ne!(redone["platforms"][i]["round_trip_ns"], 987_654_321u64, "re-measured: {redone}");
+    }
+}
+
+#[test]
+fn a_corrupt_cache_is_ignored_and_rewritten() {
+    let cache = common::scratch_dir("platforms-corrupt");
+    std::fs::create_dir_all(cache.join("cordon")).unwrap();
+    for garbage in [&b"{\"host\": {\"kernel\": 7"[..], b"\x00\xff not json", b"{}"] {
+        std::fs::write(cache.join("cordon/platforms.json"), garbage).unwrap();
+        let mut c = cordon_with_cache(&cache);
+        c.arg("platforms");
+        let out = common::run_with(c, None);
+        assert_eq!(platform_lines(&out).len(), 2);
+        assert!(out.stderr.is_empty(), "nothing said about the old cache: {}", String::from_utf8_lossy(&out.stderr));
+        let now = cached(&cache);
+        if now["platforms"].as_array().unwrap().iter().any(|p| p["status"] == "available") {
+            assert!(now["host"]["kernel"].is_string(), "rewritten whole: {now}");
+        }
+    }
+}
+
+#[test]
+fn unknown_platforms_are_one_line_errors() {
+    let mut cmd = cordon_with_cache(&common::scratch_dir("platforms-bogus"));
+    cmd.args(["run", "--platform", "bogus", "--", "/bin/true"]);
+    one_line_error(&common::run_with(cmd, None), 2, "bogus");
+    let mut cmd = cordon_with_cache(&common::scratch_dir("platforms-bogus-env"));
+    cmd.env("CORDON_PLATFORM", "bogus").args(["run", "--", "/bin/true"]);
+    one_line_error(&common::run_with(cmd, None), 2, "CORDON_PLATFORM");
+}
+
+#[test]
+fn auto_runs_the_program_and_the_profile_says_what_chose_the_platform() {
+    require_kvm!();
+    let cache = common::scratch_dir("platforms-auto");
+    let mut c = cordon_with_cache(&cache);
+    c.arg("platforms");
+    let chosen = auto_choice(&platform_lines(&common::run_with(c, None)));
+    let p = c_program("hello", "static");
+    let p = p.to_str().unwrap();
+    let n = native(p, &["3"], None);
+    let profile = cache.join("profile.json");
+    let run = |env_platform: Option<&str>, opts: &[&str]| {
+        let mut cmd = cordon_with_cache(&cache);
+        if let Some(name) = env_platform {
+            cmd.env("CORDON_PLATFORM", name);
+        }
+        cmd.arg("run").arg(format!("--profile={}", profile.display())).args(opts).args(["--", p, "3"]);
+        let out = common::run_with(cmd, None);
+        common::assert_same("hello", &out, &n);
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&profile).unwrap()).unwrap();
+        let header =
+            String::from_utf8_lossy(&out.stderr).lines().find(|l| l.starts_with("cordon profile (")).map(str::to_owned);
+        (
+            json["platform"].as_str().unwrap().to_owned(),
+            json["platform_chosen_by"].as_str().unwrap().to_owned(),
+            header.unwrap(),
+        )
+    };
+    let (platform, by, header) = run(None, &[]);
+    assert_eq!((platform.as_str(), by.as_str()), (chosen.as_str(), "auto"), "the cached choice");
+    assert!(header.starts_with(&format!("cordon profile ({chosen} platform chosen by auto,")), "{header}");
+    let (platform, by, _) = run(Some("kvm"), &["--platform=auto"]);
+    assert_eq!((platform.as_str(), by.as_str()), (chosen.as_str(), "auto"), "--platform wins over the environment");
+    let pinned = common::platform();
+    let (platform, by, header) = run(None, &["--platform", &pinned]);
+    assert_eq!((platform.as_str(), by.as_str()), (pinned.as_str(), "--platform"));
+    assert!(header.starts_with(&format!("cordon profile ({pinned} platform chosen by --platform,")), "{header}");
+    let (platform, by, _) = run(Some(&pinned), &[]);
+    assert_eq!((platform.as_str(), by.as_str()), (pinned.as_str(), "CORDON_PLATFORM"));
+}
+
+#[test]
+fn auto_without_a_writable_cache_measures_and_stays_quiet() {
+    require_kvm!();
+    // A cache "directory" that is a file: nothing can be made under it.
+    let dir = common::scratch_dir("platforms-unwritable");
+    let blocked = dir.join("not-a-directory");
+    std::fs::write(&blocked, b"").unwrap();
+    let p = c_program("hello", "static");
+    let p = p.to_str().unwrap();
+    let n = native(p, &["5"], None);
+    for _ in 0..2 {
+        let mut cmd = cordon_with_cache(&blocked);
+        cmd.args(["run", "--", p, "5"]);
+        let out = common::run_with(cmd, None);
+        common::assert_same("hello", &out, &n);
+        assert_eq!(String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&n.stderr), "nothing said");
+    }
+    assert_eq!(std::fs::read(&blocked).unwrap(), b"", "the file is left alone");
+}
+
+#[test]
+fn auto_leaves_no_process_of_its_calibration_behind() {
+    require_kvm!();
+    // An empty cache: this run calibrates every platform.
+    let cache = common::scratch_dir("platforms-leftovers");
+    let mut cmd = cordon_with_cache(&cache);
+    cmd.args(["run", "--", "/bin/true"]);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let group = child.id() as i32;
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(cache.join("cordon/platforms.json").exists(), "the run calibrated");
+    let left = rustix::process::test_kill_process_group(rustix::process::Pid::from_raw(group).unwrap());
+    assert_eq!(left, Err(rustix::io::Errno::SRCH), "processes left in cordon's process group");
+}

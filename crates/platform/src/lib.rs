@@ -7,6 +7,7 @@
 //! this interface.
 
 pub mod arch;
+pub mod calibrate;
 pub mod kvm;
 pub mod trap;
 

@@ -109,6 +109,9 @@ pub struct UnsupportedLine {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub platform: &'static str,
+    /// What chose the platform ("auto", "--platform", "CORDON_PLATFORM"),
+    /// when the caller says.
+    pub platform_chosen_by: Option<&'static str>,
     pub vm_entries: u64,
     /// Clock reads were answered in the guest by the vDSO.
     pub vdso_clock: bool,
@@ -178,6 +181,7 @@ impl Report {
         let busy = e.guest_ns + sentry_ns + e.register_ns;
         Report {
             platform: kernel.platform.name(),
+            platform_chosen_by: None,
             vm_entries: e.entries,
             vdso_clock: kernel.clock.usable(),
             exits,
@@ -212,8 +216,9 @@ impl Report {
         let pct = |ns: u64| 100.0 * ns as f64 / t.task_threads_ns.max(1) as f64;
         let _ = writeln!(
             s,
-            "cordon profile ({} platform, {} VM entries, clocks read {})",
+            "cordon profile ({} platform{}, {} VM entries, clocks read {})",
             self.platform,
+            self.platform_chosen_by.map(|by| format!(" chosen by {by}")).unwrap_or_default(),
             self.vm_entries,
             if self.vdso_clock { "in the guest" } else { "by syscall" }
         );
