@@ -10,15 +10,16 @@
 #include <string.h>
 
 /* volatile: tests that siglongjmp out of signal handlers must not lose counts
- * kept in registers. */
+ * kept in registers; counted atomically: threads check at once. */
 static volatile int t_checks, t_failures;
+#define T_COUNT(counter) __atomic_fetch_add(&(counter), 1, __ATOMIC_RELAXED)
 
 #define CHECK(cond)                                                                                  \
     do {                                                                                             \
         int _e = errno;                                                                              \
-        t_checks++;                                                                                  \
+        T_COUNT(t_checks);                                                                           \
         if (!(cond)) {                                                                               \
-            t_failures++;                                                                            \
+            T_COUNT(t_failures);                                                                     \
             fprintf(stderr, "%s:%d: check failed: %s (errno %d: %s)\n", __FILE__, __LINE__, #cond, _e, \
                     strerror(_e));                                                                   \
         }                                                                                            \
@@ -30,9 +31,9 @@ static volatile int t_checks, t_failures;
         errno = 0;                                                                                  \
         long _r = (long)(expr);                                                                     \
         int _e = errno;                                                                             \
-        t_checks++;                                                                                 \
+        T_COUNT(t_checks);                                                                          \
         if (_r != -1 || _e != (err)) {                                                              \
-            t_failures++;                                                                           \
+            T_COUNT(t_failures);                                                                    \
             fprintf(stderr, "%s:%d: %s returned %ld errno %d (%s), expected -1 errno %d (%s)\n",    \
                     __FILE__, __LINE__, #expr, _r, _e, strerror(_e), (int)(err), strerror(err));    \
         }                                                                                           \
@@ -44,9 +45,9 @@ static volatile int t_checks, t_failures;
         errno = 0;                                                                                  \
         long _r = (long)(expr);                                                                     \
         int _e = errno;                                                                             \
-        t_checks++;                                                                                 \
+        T_COUNT(t_checks);                                                                          \
         if (_r == -1) {                                                                             \
-            t_failures++;                                                                           \
+            T_COUNT(t_failures);                                                                    \
             fprintf(stderr, "%s:%d: %s failed: errno %d (%s)\n", __FILE__, __LINE__, #expr, _e,     \
                     strerror(_e));                                                                  \
         }                                                                                           \
