@@ -39,6 +39,7 @@ c_tests! {
     sig_edges,
     sched_affinity,
     exit_signals,
+    spin_signals,
 }
 
 /// SIGBUS past the end of a file mapping, wherever the fault falls.

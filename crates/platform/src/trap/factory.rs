@@ -72,7 +72,37 @@ fn raw_write_u64(fd: RawFd, v: u64) {
     unsafe { libc::write(fd, (&v as *const u64).cast(), 8) };
 }
 
+/// The host identity root gives up for: the sentry takes it when it
+/// confines itself, and the factory takes it before it forks any stub.
+pub const UNPRIVILEGED_ID: u32 = 65534;
+
+/// Gives up root as the sentry does when it confines itself, so that the
+/// stubs run application code without privilege and with the sentry's own
+/// ids: the sentry may signal only processes of its uid (an interrupt is a
+/// signal to a stub thread). The factory shares the sentry's user
+/// namespace, so the same changes succeed or fail for both; what cannot
+/// change is kept, and capabilities are dropped either way. Raw calls only:
+/// the factory is a fork of a multi-threaded process.
+fn give_up_root() {
+    // SAFETY: raw calls changing only the calling process's credentials;
+    // the capset arguments are live locals of the layout the kernel reads.
+    unsafe {
+        if libc::syscall(libc::SYS_geteuid) != 0 {
+            return;
+        }
+        let id = UNPRIVILEGED_ID as libc::c_long;
+        libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>());
+        libc::syscall(libc::SYS_setresgid, id, id, id);
+        libc::syscall(libc::SYS_setresuid, id, id, id);
+        const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+        let header: [u32; 2] = [LINUX_CAPABILITY_VERSION_3, 0];
+        let data = [0u32; 6];
+        libc::syscall(libc::SYS_capset, header.as_ptr(), data.as_ptr());
+    }
+}
+
 fn factory_main(fds: &FactoryFds, acks: &[RawFd], base: *mut u8, plan: &StubPlan) -> ! {
+    give_up_root();
     // SAFETY: raw calls on the factory's own state; see spawn.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);

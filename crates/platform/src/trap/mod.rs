@@ -75,6 +75,8 @@ use crate::{
     PlatformStats, Registers,
 };
 
+pub use factory::UNPRIVILEGED_ID;
+
 /// The host signal that interrupts application code in a stub.
 pub const KICK_SIGNAL: i32 = libc::SIGURG;
 
