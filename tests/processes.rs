@@ -40,6 +40,7 @@ c_tests! {
     sched_affinity,
     exit_signals,
     spin_signals,
+    many_processes,
 }
 
 /// SIGBUS past the end of a file mapping, wherever the fault falls.

@@ -199,6 +199,16 @@ impl TrapPlatform {
             return Err(PlatformError::host("mmap control file", errno()));
         }
         let request = eventfd(0)?;
+        // A descriptor per slot besides the sandbox's own host files: take
+        // the whole allowance the host gives, not the customary 1024.
+        let mut nofile = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: reads and sets this process's limit through a live local.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile) == 0 && nofile.rlim_cur < nofile.rlim_max {
+                nofile.rlim_cur = nofile.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &nofile);
+            }
+        }
         let acks = (0..control::MAX_STUBS).map(|_| eventfd(libc::EFD_NONBLOCK)).collect::<Result<Vec<_>, _>>()?;
         let fds = factory::FactoryFds {
             control: control.as_raw_fd(),
