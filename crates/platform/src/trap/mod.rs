@@ -62,6 +62,7 @@ mod control;
 mod factory;
 mod filter;
 mod stub;
+mod tsc;
 
 use std::any::Any;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -149,6 +150,7 @@ impl Shared {
 /// The trap platform.
 pub struct TrapPlatform {
     shared: Arc<Shared>,
+    tsc: tsc::HostTsc,
 }
 
 fn eventfd(flags: i32) -> Result<OwnedFd, PlatformError> {
@@ -233,6 +235,7 @@ impl TrapPlatform {
                 retired_counts: Mutex::new(ExitCounts::default()),
                 stubs: AtomicU32::new(0),
             }),
+            tsc: tsc::HostTsc::new(),
         })
     }
 }
@@ -269,7 +272,8 @@ impl Platform for TrapPlatform {
     fn release_cached(&self) {}
 
     fn guest_tsc_khz(&self) -> Option<u64> {
-        None
+        // Application code runs on the host CPU and reads the host's TSC.
+        self.tsc.khz()
     }
 }
 
