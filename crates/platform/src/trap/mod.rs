@@ -348,30 +348,49 @@ impl Stub {
             return Err(PlatformError::CpuFailure("stub process died".into()));
         }
         let ops = std::mem::take(&mut inner.pending);
-        let base = self.shared.base;
         for chunk in ops.chunks(stub::MAX_OPS).map(Some).chain(ops.is_empty().then_some(None)) {
             let chunk = chunk.unwrap_or(&[]);
-            for (i, op) in chunk.iter().enumerate() {
-                for (j, v) in op.iter().enumerate() {
-                    control::slot_u64(base, self.slot, stub::REQ_OPS + i * stub::OP_SIZE + j * 8)
-                        .store(*v, Ordering::Relaxed);
-                }
+            let mut err = self.post(inner, chunk)?;
+            if err == -(libc::ENOMEM as i64) {
+                // The host gives a process only so many mappings
+                // (vm.max_map_count), and scattered frames take one each.
+                // The stub's mappings are only a cache of the memory
+                // manager's, which enters a page again when it faults: drop
+                // them all (whole mappings, which no split can refuse) and
+                // apply the chunk again.
+                tracing::debug!("trap stub {}: out of host mappings, dropping them", self.pid);
+                let wipe: Vec<[u64; 5]> =
+                    outside_reserved(0, stub::TASK_TOP).map(|(a, l)| [stub::OP_UNMAP, a, l, 0, 0]).collect();
+                self.post(inner, &wipe)?;
+                err = self.post(inner, chunk)?;
             }
-            control::slot_u32(base, self.slot, stub::REQ_COUNT).store(chunk.len() as u32, Ordering::Relaxed);
-            inner.seq = inner.seq.wrapping_add(1).max(1);
-            let w = control::slot_u32(base, self.slot, stub::REQ_SEQ);
-            w.store(inner.seq, Ordering::Release);
-            control::futex_wake(w);
-            if !self.shared.wait_ack(self.slot) {
-                inner.dead = true;
-                return Err(PlatformError::CpuFailure("stub process died".into()));
-            }
-            let err = control::slot_u64(base, self.slot, stub::RESP_ERR).load(Ordering::Acquire) as i64;
             if err != 0 {
                 tracing::debug!("trap stub {}: request failed: {err}", self.pid);
             }
         }
         Ok(())
+    }
+
+    /// Hands the stub one batch of at most MAX_OPS operations and waits
+    /// until it has done them; returns the first error among them.
+    fn post(&self, inner: &mut StubInner, ops: &[[u64; 5]]) -> Result<i64, PlatformError> {
+        let base = self.shared.base;
+        for (i, op) in ops.iter().enumerate() {
+            for (j, v) in op.iter().enumerate() {
+                control::slot_u64(base, self.slot, stub::REQ_OPS + i * stub::OP_SIZE + j * 8)
+                    .store(*v, Ordering::Relaxed);
+            }
+        }
+        control::slot_u32(base, self.slot, stub::REQ_COUNT).store(ops.len() as u32, Ordering::Relaxed);
+        inner.seq = inner.seq.wrapping_add(1).max(1);
+        let w = control::slot_u32(base, self.slot, stub::REQ_SEQ);
+        w.store(inner.seq, Ordering::Release);
+        control::futex_wake(w);
+        if !self.shared.wait_ack(self.slot) {
+            inner.dead = true;
+            return Err(PlatformError::CpuFailure("stub process died".into()));
+        }
+        Ok(control::slot_u64(base, self.slot, stub::RESP_ERR).load(Ordering::Acquire) as i64)
     }
 
     fn flush(&self) -> Result<(), PlatformError> {
