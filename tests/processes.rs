@@ -41,6 +41,8 @@ c_tests! {
     exit_signals,
     spin_signals,
     many_processes,
+    fast_ids,
+    spin_interrupt,
 }
 
 /// SIGBUS past the end of a file mapping, wherever the fault falls.

@@ -8,6 +8,8 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <signal.h>
@@ -100,6 +102,20 @@ struct stopped_call {
     int (*call)(void);
     long min, max;
 };
+/* Whether process `pid` sleeps in a system call ('S' in /proc/PID/stat). */
+static int sleeping(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && p[2] == 'S';
+}
+
 static void stopped_midway(const struct stopped_call *calls, int n, int *codes) {
     pid_t pids[8];
     for (int i = 0; i < n; i++) {
@@ -112,6 +128,11 @@ static void stopped_midway(const struct stopped_call *calls, int n, int *codes) 
             _exit(!ok ? 1 : ms < calls[i].min ? 2 : ms > calls[i].max ? 3 : 0);
         }
     }
+    /* Stop each child only once it sleeps in its call, however slowly a
+     * busy machine schedules it: the bounds are about the call, not about
+     * when the child got to run. */
+    for (int i = 0; i < n; i++)
+        while (!sleeping(pids[i])) ms_sleep(1);
     ms_sleep(100);
     int st;
     for (int i = 0; i < n; i++) {

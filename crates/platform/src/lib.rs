@@ -189,6 +189,52 @@ pub trait Context: Send {
     fn set_fp_state(&mut self, state: &FpState) -> Result<(), PlatformError>;
     /// Counters of this context (exits by reason), for `--profile`.
     fn exit_counts(&self) -> ExitCounts;
+    /// The answers the context may give to the calls of
+    /// [`FAST_PATH_SYSCALLS`] without an exit from now on, or `None` for
+    /// none. The sentry publishes them before every switch and interrupts
+    /// a running context whose answers another thread made stale. A
+    /// platform that always exits ignores them.
+    fn publish_fast_path(&mut self, _state: Option<FastPathState>) {}
+}
+
+/// System calls a context may answer from a [`FastPathState`] without an
+/// exit: getpid, gettid, getppid, getuid, geteuid, getgid, getegid, in the
+/// order of [`FastPathState::answers`] and [`ExitCounts::fast_path`].
+pub const FAST_PATH_SYSCALLS: [u64; 7] = [
+    libc::SYS_getpid as u64,
+    libc::SYS_gettid as u64,
+    libc::SYS_getppid as u64,
+    libc::SYS_getuid as u64,
+    libc::SYS_geteuid as u64,
+    libc::SYS_getgid as u64,
+    libc::SYS_getegid as u64,
+];
+
+/// What the calls of [`FAST_PATH_SYSCALLS`] answer for one task.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FastPathState {
+    pub pid: i32,
+    pub tid: i32,
+    pub ppid: i32,
+    pub uid: u32,
+    pub euid: u32,
+    pub gid: u32,
+    pub egid: u32,
+}
+
+impl FastPathState {
+    /// The return values, in the order of [`FAST_PATH_SYSCALLS`].
+    pub fn answers(&self) -> [u64; FAST_PATH_SYSCALLS.len()] {
+        [
+            self.pid as u64,
+            self.tid as u64,
+            self.ppid as u64,
+            self.uid as u64,
+            self.euid as u64,
+            self.gid as u64,
+            self.egid as u64,
+        ]
+    }
 }
 
 /// Exits from application code by reason, counted by one context.
@@ -206,6 +252,8 @@ pub struct ExitCounts {
     /// Time spent moving registers in and out, in nanoseconds, when timing is
     /// enabled.
     pub register_ns: u64,
+    /// Calls answered without an exit, by [`FAST_PATH_SYSCALLS`] index.
+    pub fast_path: [u64; FAST_PATH_SYSCALLS.len()],
 }
 
 impl ExitCounts {
@@ -217,5 +265,8 @@ impl ExitCounts {
         self.interrupts += o.interrupts;
         self.guest_ns += o.guest_ns;
         self.register_ns += o.register_ns;
+        for (a, b) in self.fast_path.iter_mut().zip(o.fast_path) {
+            *a += b;
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -79,6 +79,9 @@ pub struct Kernel {
     pub started: Instant,
     pub stats: Stats,
     pub procs: Mutex<ProcessTree>,
+    /// Counts the exits that gave children a new parent: a task that read
+    /// its parent at another count reads it again.
+    pub reparents: AtomicU64,
     pub futexes: Futexes,
     pub timers: Arc<Timers>,
     /// The clocks applications read, through the vDSO or by syscall.
@@ -126,6 +129,7 @@ impl Kernel {
             started: Instant::now(),
             stats: Stats::default(),
             procs: Mutex::new(ProcessTree::default()),
+            reparents: AtomicU64::new(0),
             futexes: Futexes::default(),
             timers: Arc::new(Timers::default()),
             clock,

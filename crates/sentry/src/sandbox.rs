@@ -211,7 +211,7 @@ impl Sandbox {
                 }
                 Arc::new(kvm)
             }
-            PlatformKind::Trap => Arc::new(TrapPlatform::new(mf.clone())?),
+            PlatformKind::Trap => Arc::new(TrapPlatform::new(mf.clone(), crate::confine::UNPRIVILEGED_ID)?),
         };
         let host = HostFs::new(mf.clone()).map_err(|e| SandboxError::Setup(format!("/proc/self/fd: {e}")))?;
         let root = host

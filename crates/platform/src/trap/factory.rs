@@ -24,8 +24,9 @@ pub(crate) struct FactoryFds {
     pub acks: Vec<RawFd>,
 }
 
-/// Forks the factory; returns its pid.
-pub(crate) fn spawn(fds: &FactoryFds, base: *mut u8) -> std::io::Result<i32> {
+/// Forks the factory; returns its pid. Stubs the factory makes as root
+/// take `unprivileged_id` as their ids (see [`stub_main`]).
+pub(crate) fn spawn(fds: &FactoryFds, base: *mut u8, unprivileged_id: u32) -> std::io::Result<i32> {
     let control_filter = filter::control();
     let thread_filter = filter::thread();
     let mut code = vec![0u8; stub::CODE_SIZE as usize];
@@ -46,6 +47,7 @@ pub(crate) fn spawn(fds: &FactoryFds, base: *mut u8) -> std::io::Result<i32> {
         code,
         control_prog: (control_filter.len() as u16, stub::CODE + filters_at as u64),
         thread_prog: (thread_filter.len() as u16, stub::CODE + thread_at as u64),
+        unprivileged_id,
     };
     let acks = fds.acks.clone();
     // SAFETY: fork; the child runs only raw system calls on memory that
@@ -65,6 +67,7 @@ struct StubPlan {
     code: Vec<u8>,
     control_prog: (u16, u64),
     thread_prog: (u16, u64),
+    unprivileged_id: u32,
 }
 
 fn raw_write_u64(fd: RawFd, v: u64) {
@@ -72,37 +75,7 @@ fn raw_write_u64(fd: RawFd, v: u64) {
     unsafe { libc::write(fd, (&v as *const u64).cast(), 8) };
 }
 
-/// The host identity root gives up for: the sentry takes it when it
-/// confines itself, and the factory takes it before it forks any stub.
-pub const UNPRIVILEGED_ID: u32 = 65534;
-
-/// Gives up root as the sentry does when it confines itself, so that the
-/// stubs run application code without privilege and with the sentry's own
-/// ids: the sentry may signal only processes of its uid (an interrupt is a
-/// signal to a stub thread). The factory shares the sentry's user
-/// namespace, so the same changes succeed or fail for both; what cannot
-/// change is kept, and capabilities are dropped either way. Raw calls only:
-/// the factory is a fork of a multi-threaded process.
-fn give_up_root() {
-    // SAFETY: raw calls changing only the calling process's credentials;
-    // the capset arguments are live locals of the layout the kernel reads.
-    unsafe {
-        if libc::syscall(libc::SYS_geteuid) != 0 {
-            return;
-        }
-        let id = UNPRIVILEGED_ID as libc::c_long;
-        libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>());
-        libc::syscall(libc::SYS_setresgid, id, id, id);
-        libc::syscall(libc::SYS_setresuid, id, id, id);
-        const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-        let header: [u32; 2] = [LINUX_CAPABILITY_VERSION_3, 0];
-        let data = [0u32; 6];
-        libc::syscall(libc::SYS_capset, header.as_ptr(), data.as_ptr());
-    }
-}
-
 fn factory_main(fds: &FactoryFds, acks: &[RawFd], base: *mut u8, plan: &StubPlan) -> ! {
-    give_up_root();
     // SAFETY: raw calls on the factory's own state; see spawn.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -175,6 +148,18 @@ fn stub_main(fds: &FactoryFds, ack: RawFd, slot: usize, plan: &StubPlan) -> ! {
     // SAFETY: raw calls in a freshly forked child that owns all it touches;
     // every mapping made here is at the stub's reserved addresses.
     unsafe {
+        // A stub of root's takes the ids a sentry of root's takes when it
+        // confines itself, where the user namespace maps them (failing
+        // where the sentry's change fails too): the sentry interrupts
+        // application code with a signal, which it may send only to
+        // processes of its own uid. A stub has no use for root's rights.
+        if libc::geteuid() == 0 {
+            let id = plan.unprivileged_id;
+            libc::setgroups(0, std::ptr::null());
+            libc::setresgid(id, id, id);
+            libc::setresuid(id, id, id);
+        }
+        // After the change of ids, which clears it.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         let fail = || -> ! { libc::_exit(126) };
         let off = control::slot_offset(slot) as libc::off_t;

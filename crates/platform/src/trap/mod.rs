@@ -25,6 +25,47 @@
 //!   the signal frame itself, then lets the handler return through
 //!   `rt_sigreturn` into the application.
 //!
+//! # Fast paths
+//!
+//! The sentry publishes the answers to getpid, gettid, getppid and the
+//! id getters ([`crate::FAST_PATH_SYSCALLS`]) in the thread's area before
+//! it runs the thread; the handler answers those calls itself (rax in the
+//! signal frame, and back through `rt_sigreturn`) and counts them there,
+//! and the sentry collects the counts at the next event. The sentry
+//! interrupts a thread whose answers another thread made stale (a parent's
+//! exit, a change of the process's ids), so that it publishes them afresh.
+//!
+//! # The handoff
+//!
+//! The state word of a thread area says whose turn it is: `RUN` (the
+//! application's), `EVENT` (the sentry's), `EXIT`, or `DEAD` (the kernel
+//! clears the word when the thread ends). Each side waits for the other by
+//! polling the word for a bounded number of rounds, then sleeping on it
+//! with FUTEX_WAIT: a futex call costs a sleep and a wake-up of a thread on
+//! each side, several microseconds where an idle core wakes slowly, while a
+//! poll sees the answer as soon as the other core writes it.
+//! - A side done polling announces that it sleeps by turning the value it
+//!   waits on into its sleeping twin with a compare-and-swap (`EVENT` to
+//!   `EVENT_SLEEPING` in the stub, `RUN` to `RUN_SLEEPING` in the sentry),
+//!   and only then calls FUTEX_WAIT with the twin as the expected value.
+//! - A side that hands over swaps its value in and calls FUTEX_WAKE unless
+//!   the old value says the other side is still polling (`RUN` seen by the
+//!   stub, `EVENT` by the sentry).
+//!
+//! No wakeup is lost: the swap and the compare-and-swap are atomic on one
+//! word, so either the swap comes first (the compare-and-swap fails and the
+//! waiter sees the answer) or it sees the sleeping twin and wakes; a wake
+//! that comes before the FUTEX_WAIT makes the wait return at once, because
+//! the kernel compares the word with the twin under its lock.
+//!
+//! Polling burns a core, so it is allowed only while the sandbox leaves one
+//! free: each context in [`TrapContext::run`] may keep two cores busy (its
+//! application or handler, and the sentry thread waiting for it), and both
+//! sides poll only while twice the number of such contexts fits in the
+//! CPUs the sentry may run on. Polls are bounded (about [`SPIN_MAX_NS`]),
+//! and halved each time they ran out and the side slept anyway (a loaded
+//! host), so a busy machine degrades to the futex path.
+//!
 //! # Threat model
 //!
 //! The application is hostile and runs native code in the stub, so it can
@@ -54,6 +95,12 @@
 //! - Memory: a stub maps only frames the sentry gave its address space, and
 //!   its slot. Frames are unmapped before the sentry frees them
 //!   ([`AddressSpace::flush`] waits for the stub's acknowledgement).
+//! - The state word: an application can write any value to it. The stub
+//!   then polls at most [`stub::SPIN_CAP`] rounds of its own thread's time;
+//!   the sentry takes a value it does not expect as the thread's end, and
+//!   any other change only as "wake up and look".
+//! - The published answers and counts: an application that changes them
+//!   changes what its own calls answer and what `--profile` counts for it.
 //! - Not covered: the application can read the host's vsyscall page and
 //!   execute `cpuid`, `rdtsc` and the like natively (it sees the host CPU),
 //!   and the reserved range is refused to it.
@@ -68,15 +115,14 @@ use std::any::Any;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use memory::{Frame, MemoryFile};
 
 use crate::{
-    Access, AddressSpace, Context, Event, Exception, ExitCounts, Fault, FpState, Interrupter, Platform, PlatformError,
-    PlatformStats, Registers,
+    Access, AddressSpace, Context, Event, Exception, ExitCounts, FAST_PATH_SYSCALLS, FastPathState, Fault, FpState,
+    Interrupter, Platform, PlatformError, PlatformStats, Registers,
 };
-
-pub use factory::UNPRIVILEGED_ID;
 
 /// The host signal that interrupts application code in a stub.
 pub const KICK_SIGNAL: i32 = libc::SIGURG;
@@ -102,6 +148,31 @@ struct Shared {
     free_slots: Mutex<Vec<usize>>,
     retired_counts: Mutex<ExitCounts>,
     stubs: AtomicU32,
+    /// Contexts inside [`TrapContext::run`]: each may keep two cores busy.
+    running: AtomicU32,
+    /// CPUs the sentry may run on.
+    cpus: u32,
+    /// Polls of a state word in [`SPIN_MAX_NS`], measured at start.
+    spin_max: u32,
+}
+
+/// The longest one side polls the state word before it sleeps.
+const SPIN_MAX_NS: u64 = 20_000;
+
+/// How many polls of a word take about `ns` on this CPU: `pause`'s
+/// latency varies tenfold between CPU models.
+fn polls_in(ns: u64) -> u32 {
+    const ROUNDS: u32 = 4096;
+    let word = AtomicU32::new(0);
+    let start = Instant::now();
+    for _ in 0..ROUNDS {
+        if word.load(Ordering::Acquire) != 0 {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    let elapsed = start.elapsed().as_nanos().max(1) as u64;
+    (ROUNDS as u64 * ns / elapsed).clamp(1, stub::SPIN_CAP as u64) as u32
 }
 
 // SAFETY: `base` maps the control file for the life of the process; every
@@ -165,8 +236,10 @@ fn eventfd(flags: i32) -> Result<OwnedFd, PlatformError> {
 
 impl TrapPlatform {
     /// Starts the factory of stubs, whose memory comes from `mem`. Must run
-    /// before the sentry confines itself.
-    pub fn new(mem: Arc<MemoryFile>) -> Result<Self, PlatformError> {
+    /// before the sentry confines itself. Run by root, the stubs take
+    /// `unprivileged_id` as their user and group ids: those a sentry of
+    /// root's takes, so that it may still signal them.
+    pub fn new(mem: Arc<MemoryFile>, unprivileged_id: u32) -> Result<Self, PlatformError> {
         // The handler saves and restores the application's FS and GS bases
         // with the FSGSBASE instructions, which the kernel must allow.
         const HWCAP2_FSGSBASE: u64 = 1 << 1;
@@ -218,7 +291,7 @@ impl TrapPlatform {
             request: request.as_raw_fd(),
             acks: acks.iter().map(|a| a.as_raw_fd()).collect::<Vec<RawFd>>(),
         };
-        factory::spawn(&fds, base.cast()).map_err(|e| {
+        factory::spawn(&fds, base.cast(), unprivileged_id).map_err(|e| {
             PlatformError::host(
                 "fork stub factory",
                 rustix::io::Errno::from_raw_os_error(e.raw_os_error().unwrap_or(0)),
@@ -234,6 +307,9 @@ impl TrapPlatform {
                 free_slots: Mutex::new((0..control::MAX_STUBS).rev().collect()),
                 retired_counts: Mutex::new(ExitCounts::default()),
                 stubs: AtomicU32::new(0),
+                running: AtomicU32::new(0),
+                cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+                spin_max: polls_in(SPIN_MAX_NS),
             }),
             tsc: tsc::HostTsc::new(),
         })
@@ -256,6 +332,10 @@ impl Platform for TrapPlatform {
             kick: Arc::new(Kick { pending: AtomicBool::new(false), target: Mutex::new((0, 0)) }),
             pending_fp: Some(FpState::default()),
             counts: ExitCounts::default(),
+            sentry_polls: self.shared.spin_max,
+            stub_polls: self.shared.spin_max,
+            stub_polled: false,
+            fast_path: None,
         }))
     }
 
@@ -428,7 +508,7 @@ impl Stub {
             return Err(PlatformError::CpuFailure(format!("stub thread not made: {}", err as i64)));
         }
         // Wait for it to park (its first trap is its own).
-        thread.wait_event()?;
+        thread.wait_event(0)?;
         Ok(thread)
     }
 }
@@ -583,6 +663,11 @@ impl StubThread {
             .load(Ordering::Acquire)
     }
 
+    fn set_area_u32(&self, off: usize, v: u32) {
+        control::slot_u32(self.stub.shared.base, self.stub.slot, self.index * stub::AREA as usize + off)
+            .store(v, Ordering::Release)
+    }
+
     fn set_area_u64(&self, off: usize, v: u64) {
         control::slot_u64(self.stub.shared.base, self.stub.slot, self.index * stub::AREA as usize + off)
             .store(v, Ordering::Release)
@@ -606,14 +691,30 @@ impl StubThread {
             .ok_or_else(|| PlatformError::CpuFailure("stub signal frame out of place".into()))
     }
 
-    fn wait_event(&self) -> Result<(), PlatformError> {
+    /// Waits for the thread to post an event, polling `polls` times
+    /// before sleeping (see the handoff in the module docs); true if the
+    /// polls ran out.
+    fn wait_event(&self, polls: u32) -> Result<bool, PlatformError> {
         let w = self.state();
+        let mut left = polls;
         loop {
-            match w.load(Ordering::Acquire) {
-                stub::STATE_RUN => control::futex_wait(w, stub::STATE_RUN),
-                stub::STATE_EVENT => return Ok(()),
+            let s = w.load(Ordering::Acquire);
+            match s {
+                stub::STATE_EVENT | stub::STATE_EVENT_SLEEPING => return Ok(left == 0),
+                stub::STATE_RUN | stub::STATE_RUN_SLEEPING => {}
                 _ => return Err(PlatformError::CpuFailure("stub thread gone".into())),
             }
+            if left > 0 {
+                left -= 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            if s == stub::STATE_RUN
+                && w.compare_exchange(s, stub::STATE_RUN_SLEEPING, Ordering::AcqRel, Ordering::Acquire).is_err()
+            {
+                continue;
+            }
+            control::futex_wait(w, stub::STATE_RUN_SLEEPING);
         }
     }
 }
@@ -621,9 +722,10 @@ impl StubThread {
 impl Drop for StubThread {
     fn drop(&mut self) {
         let w = self.state();
-        if w.load(Ordering::Acquire) == stub::STATE_EVENT {
-            w.store(stub::STATE_EXIT, Ordering::Release);
-            control::futex_wake(w);
+        for parked in [stub::STATE_EVENT, stub::STATE_EVENT_SLEEPING] {
+            if w.compare_exchange(parked, stub::STATE_EXIT, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                control::futex_wake(w);
+            }
         }
         self.stub.inner.lock().unwrap().areas_in_use[self.index] = false;
     }
@@ -674,6 +776,16 @@ pub struct TrapContext {
     /// FP state to load into the frame before the thread next runs.
     pending_fp: Option<FpState>,
     counts: ExitCounts,
+    /// Polls before sleeping of the sentry waiting for an event, and of
+    /// the handler waiting for the sentry: halved when they ran out,
+    /// restored when they sufficed.
+    sentry_polls: u32,
+    stub_polls: u32,
+    /// The handler was allowed to poll at the last handoff: only then does
+    /// its sleep say that its polls ran out.
+    stub_polled: bool,
+    /// The answers the handler may give without the sentry.
+    fast_path: Option<FastPathState>,
 }
 
 impl TrapContext {
@@ -837,6 +949,10 @@ impl Context for TrapContext {
     fn exit_counts(&self) -> ExitCounts {
         self.counts
     }
+
+    fn publish_fast_path(&mut self, state: Option<FastPathState>) {
+        self.fast_path = state;
+    }
 }
 
 impl TrapContext {
@@ -852,16 +968,56 @@ impl TrapContext {
         unsafe { uc.add(UC_SIGMASK).cast::<u64>().write_volatile(0) };
         t.set_area_u64(stub::A_FS, regs.fs_base);
         t.set_area_u64(stub::A_GS, regs.gs_base);
+        if let Some(state) = &self.fast_path {
+            for (i, v) in state.answers().into_iter().enumerate() {
+                t.set_area_u64(stub::A_FAST_ANSWERS + 8 * i, v);
+            }
+        }
+        t.set_area_u32(stub::A_FAST_ON, self.fast_path.is_some() as u32);
         if let Some(fp) = self.pending_fp.take() {
             self.write_fp(t, &fp)?;
         }
         self.counts.entries += 1;
+        let shared = &self.shared;
+        let running = shared.running.fetch_add(1, Ordering::AcqRel) + 1;
+        let core_free = running.saturating_mul(2) <= shared.cpus;
         let w = t.state();
-        w.store(stub::STATE_RUN, Ordering::Release);
-        control::futex_wake(w);
-        t.wait_event()?;
+        let before = w.swap(stub::STATE_RUN, Ordering::AcqRel);
+        if before != stub::STATE_EVENT {
+            control::futex_wake(w);
+        }
+        // The handler's polls ran out if it announced sleep.
+        if self.stub_polled {
+            self.stub_polls = adapt(self.stub_polls, before == stub::STATE_EVENT_SLEEPING, shared.spin_max);
+        }
+        // For the handler's next wait, which begins after this run.
+        t.set_area_u32(stub::A_SPIN, if core_free { self.stub_polls } else { 0 });
+        self.stub_polled = core_free;
+        let polls = if core_free { self.sentry_polls } else { 0 };
+        let waited = t.wait_event(polls);
+        shared.running.fetch_sub(1, Ordering::AcqRel);
+        let ran_out = waited?;
+        if core_free {
+            self.sentry_polls = adapt(self.sentry_polls, ran_out, shared.spin_max);
+        }
+        // The thread is parked: its counts of calls answered in the
+        // handler are ours to take.
+        for i in 0..FAST_PATH_SYSCALLS.len() {
+            let hits = t.area_u64(stub::A_FAST_HITS + 8 * i);
+            if hits != 0 {
+                t.set_area_u64(stub::A_FAST_HITS + 8 * i, 0);
+                self.counts.fast_path[i] += hits;
+            }
+        }
         self.event(t, regs)
     }
+}
+
+/// The next poll budget after one that ran out or sufficed: halved down
+/// to a sixteenth of `max` (so that a lighter load is noticed again), or
+/// back to `max`.
+fn adapt(polls: u32, ran_out: bool, max: u32) -> u32 {
+    if ran_out { (polls / 2).max(max / 16) } else { max }
 }
 
 impl Drop for TrapContext {

@@ -71,6 +71,17 @@ pub(crate) const A_INFO: usize = 16;
 pub(crate) const A_UCONTEXT: usize = 24;
 pub(crate) const A_FS: usize = 32;
 pub(crate) const A_GS: usize = 40;
+/// How many times the handler may poll the state word before it sleeps
+/// (written by the sentry; the handler caps it at [`SPIN_CAP`]).
+pub(crate) const A_SPIN: usize = 48;
+/// Nonzero while the answers at [`A_FAST_ANSWERS`] hold (a u32).
+pub(crate) const A_FAST_ON: usize = 128;
+/// The answers to [`crate::FAST_PATH_SYSCALLS`], a u64 each, written by the
+/// sentry while the thread is parked.
+pub(crate) const A_FAST_ANSWERS: usize = 136;
+/// Calls the handler answered, a u64 per [`crate::FAST_PATH_SYSCALLS`]
+/// entry; the sentry adds them to its counts and clears them at each event.
+pub(crate) const A_FAST_HITS: usize = A_FAST_ANSWERS + 8 * crate::FAST_PATH_SYSCALLS.len();
 const A_ALTSTACK: usize = 64;
 
 /// The thread is gone (the kernel clears the word when it exits).
@@ -81,6 +92,16 @@ pub(crate) const STATE_EVENT: u32 = 1;
 pub(crate) const STATE_RUN: u32 = 2;
 /// The sentry asks the thread to exit.
 pub(crate) const STATE_EXIT: u32 = 3;
+/// As [`STATE_EVENT`], and the stub thread sleeps (or is about to) on the
+/// futex: whoever changes the word must wake it.
+pub(crate) const STATE_EVENT_SLEEPING: u32 = 4;
+/// As [`STATE_RUN`], and the sentry sleeps (or is about to) on the futex.
+pub(crate) const STATE_RUN_SLEEPING: u32 = 5;
+
+/// The most polls of the state word the handler makes before it sleeps,
+/// whatever the word at [`A_SPIN`] says: an application that scribbles it
+/// wastes at most this much of its own thread's time.
+pub(crate) const SPIN_CAP: u32 = 1 << 16;
 
 const CLONE_THREAD_FLAGS: u64 = (libc::CLONE_VM
     | libc::CLONE_FS
@@ -106,6 +127,45 @@ global_asm!(
     "cordon_trap_stub_handler:",
     "mov r8, rsp",
     "and r8, -{area}",
+    // A call the sentry published the answer to is answered here: rax in
+    // the frame, a count, and back through rt_sigreturn.
+    "cmp edi, {sigsys}",
+    "jne 1f",
+    "cmp dword ptr [r8 + {a_fast_on}], 0",
+    "je 1f",
+    "cmp dword ptr [rsi + {si_code}], {sys_seccomp_code}",
+    "jne 1f",
+    "cmp dword ptr [rsi + {si_arch}], {audit_arch}",
+    "jne 1f",
+    "mov eax, dword ptr [rsi + {si_syscall}]",
+    "xor ecx, ecx",
+    "cmp eax, {nr0}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr1}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr2}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr3}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr4}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr5}",
+    "je 9f",
+    "inc ecx",
+    "cmp eax, {nr6}",
+    "je 9f",
+    "jmp 1f",
+    "9:",
+    "mov rax, qword ptr [r8 + rcx * 8 + {a_fast_answers}]",
+    "mov qword ptr [rdx + {uc_rax}], rax",
+    "inc qword ptr [r8 + rcx * 8 + {a_fast_hits}]",
+    "ret",
+    "1:",
     "mov dword ptr [r8 + {a_signo}], edi",
     "mov qword ptr [r8 + {a_info}], rsi",
     "mov qword ptr [r8 + {a_uc}], rdx",
@@ -113,26 +173,54 @@ global_asm!(
     "mov qword ptr [r8 + {a_fs}], rcx",
     "rdgsbase rcx",
     "mov qword ptr [r8 + {a_gs}], rcx",
-    "mov dword ptr [r8], {event}",
+    // Post the event; wake the sentry only if it announced it sleeps.
+    "mov eax, {event}",
+    "xchg eax, dword ptr [r8]",
+    "cmp eax, {run}",
+    "je 2f",
     "mov eax, {sys_futex}",
     "mov rdi, r8",
     "mov esi, 1", // FUTEX_WAKE, shared: the sentry waits in another process
     "mov edx, 1",
     "syscall",
+    // Spin for the answer as long as the sentry allows (never more than
+    // the cap), then announce sleep and wait on the futex.
     "2:",
+    "mov ecx, dword ptr [r8 + {a_spin}]",
+    "mov eax, {spin_cap}",
+    "cmp ecx, eax",
+    "cmova ecx, eax",
+    "test ecx, ecx",
+    "jz 5f",
+    "3:",
     "mov eax, dword ptr [r8]",
     "cmp eax, {event}",
-    "jne 3f",
+    "jne 6f",
+    "pause",
+    "dec ecx",
+    "jnz 3b",
+    "5:",
+    "mov eax, {event}",
+    "mov edx, {event_sleeping}",
+    "lock cmpxchg dword ptr [r8], edx",
+    "jne 6f",
+    "7:",
     "mov eax, {sys_futex}",
     "mov rdi, r8",
     "xor esi, esi", // FUTEX_WAIT
-    "mov edx, {event}",
+    "mov edx, {event_sleeping}",
     "xor r10d, r10d",
     "syscall",
-    "jmp 2b",
-    "3:",
+    "mov eax, dword ptr [r8]",
+    "cmp eax, {event_sleeping}",
+    "je 7b",
+    // eax: the sentry's answer.
+    "6:",
     "cmp eax, {run}",
+    "je 8f",
+    "cmp eax, {run_sleeping}",
     "jne 4f",
+    "8:",
     "mov rcx, qword ptr [r8 + {a_fs}]",
     "wrfsbase rcx",
     "mov rcx, qword ptr [r8 + {a_gs}]",
@@ -305,8 +393,29 @@ global_asm!(
     a_gs = const A_GS,
     a_altstack = const A_ALTSTACK,
     altstack_size = const AREA - 4096,
+    a_spin = const A_SPIN,
+    a_fast_on = const A_FAST_ON,
+    a_fast_answers = const A_FAST_ANSWERS,
+    a_fast_hits = const A_FAST_HITS,
+    sigsys = const libc::SIGSYS,
+    si_code = const 8,
+    si_syscall = const 24,
+    si_arch = const 28,
+    sys_seccomp_code = const 1, // SYS_SECCOMP
+    audit_arch = const 0xc000_003e_u32, // AUDIT_ARCH_X86_64
+    uc_rax = const 40 + 13 * 8, // uc_mcontext.gregs[REG_RAX]
+    nr0 = const crate::FAST_PATH_SYSCALLS[0],
+    nr1 = const crate::FAST_PATH_SYSCALLS[1],
+    nr2 = const crate::FAST_PATH_SYSCALLS[2],
+    nr3 = const crate::FAST_PATH_SYSCALLS[3],
+    nr4 = const crate::FAST_PATH_SYSCALLS[4],
+    nr5 = const crate::FAST_PATH_SYSCALLS[5],
+    nr6 = const crate::FAST_PATH_SYSCALLS[6],
+    spin_cap = const SPIN_CAP,
     event = const STATE_EVENT,
+    event_sleeping = const STATE_EVENT_SLEEPING,
     run = const STATE_RUN,
+    run_sleeping = const STATE_RUN_SLEEPING,
     sys_futex = const libc::SYS_futex,
     sys_exit = const libc::SYS_exit,
     sys_exit_group = const libc::SYS_exit_group,

@@ -71,9 +71,8 @@ use rustix::mount::{
 use rustix::thread::{CapabilitySet, CapabilitySets, UnshareFlags};
 
 /// The host identity a sentry started by root runs as: the traditional
-/// `nobody`. The trap platform's stubs take the same, so that the sentry
-/// may signal them.
-pub const UNPRIVILEGED_ID: u32 = platform::trap::UNPRIVILEGED_ID;
+/// `nobody`.
+pub const UNPRIVILEGED_ID: u32 = 65534;
 
 /// Where the served root appears in the sentry's own root.
 const SERVED_ROOT: &str = "rootfs";

@@ -302,6 +302,12 @@ fn change_creds<R>(task: &Task, f: impl FnOnce(&mut Creds) -> Result<R, Errno>) 
     let r = f(&mut new)?;
     let old = std::mem::replace(&mut *c, Arc::new(new.clone()));
     drop(c);
+    // The other threads' getuid and friends answer the new ids too, also
+    // where the platform answers them.
+    let me = task.tid();
+    for t in task.tg.threads.lock().unwrap().iter().filter(|t| t.tid() != me) {
+        t.refresh_published_ids();
+    }
     if old.uid.effective != new.uid.effective
         || old.uid.fs != new.uid.fs
         || old.gid.effective != new.gid.effective

@@ -2,6 +2,7 @@
 //! reparenting to the first process, and the parent's notification.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use linux_raw_sys::general as g;
 
@@ -171,6 +172,15 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
         let parent = tree.parent_of(tg.tgid).and_then(|p| tree.group(p));
         (orphans, parent, tree.group(reaper), hangups)
     };
+    if !orphans.is_empty() {
+        // Their getppid answers changed, also where the platform answers it.
+        kernel.reparents.fetch_add(1, Ordering::AcqRel);
+        for o in &orphans {
+            for t in o.threads.lock().unwrap().iter() {
+                t.refresh_published_ids();
+            }
+        }
+    }
     // A group this exit leaves orphaned with stopped members would stay
     // stopped for good: POSIX has it hung up and continued.
     for pgid in hangups {

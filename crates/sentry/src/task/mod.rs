@@ -262,6 +262,15 @@ impl TaskShared {
         }
     }
 
+    /// Brings the task back from application code, if it runs any, so
+    /// that it publishes its ids to the platform afresh: another thread
+    /// changed what its getppid or getuid answer.
+    pub fn refresh_published_ids(&self) {
+        if let Some(i) = self.interrupter.lock().unwrap().as_ref() {
+            i.interrupt();
+        }
+    }
+
     /// Makes the task exit at its next chance.
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);

@@ -5,7 +5,7 @@ use std::time::Instant;
 use crate::stats::EventKind;
 
 use linux_raw_sys::general as g;
-use platform::Event;
+use platform::{Event, FastPathState};
 
 use super::block::set_current;
 use super::exit::{ExitKind, exit_thread};
@@ -51,6 +51,27 @@ impl Task {
         self.force_signal(info, (err, platform::arch::vector::PAGE_FAULT as u64, f.addr));
     }
 
+    /// What getpid, gettid, getppid and the id getters answer for this
+    /// task, for the platform to answer them without an exit. `parent`
+    /// holds the parent's pid and the kernel's count of reparentings it
+    /// was read at.
+    fn fast_path_state(&self, parent: &mut (u64, i32)) -> FastPathState {
+        let reparents = self.kernel.reparents.load(std::sync::atomic::Ordering::Acquire);
+        if parent.0 != reparents {
+            *parent = (reparents, self.ppid());
+        }
+        let c = self.tg.creds();
+        FastPathState {
+            pid: self.tg.tgid,
+            tid: self.tid(),
+            ppid: parent.1,
+            uid: c.uid.real,
+            euid: c.uid.effective,
+            gid: c.gid.real,
+            egid: c.gid.effective,
+        }
+    }
+
     /// A CPU exception other than a page fault.
     fn exception_signal(&mut self, x: platform::Exception) {
         let mut code = [0u8; 2];
@@ -75,10 +96,17 @@ pub fn run_task(mut task: Task) {
     let kernel = task.kernel.clone();
     let timing = kernel.stats.timing();
     let born = timing.then(Instant::now);
+    // With --strace every call must reach the sentry to be printed.
+    let fast_paths = !kernel.config.strace;
+    let mut parent = (u64::MAX, 0);
     loop {
         task.handle_signals();
         if task.shared.is_killed() {
             break;
+        }
+        if fast_paths {
+            let state = task.fast_path_state(&mut parent);
+            task.ctx.publish_fast_path(Some(state));
         }
         let event = match task.ctx.switch(&**task.mm.space(), &mut task.regs) {
             Ok(e) => e,
