@@ -899,23 +899,8 @@ impl TrapContext {
 
 impl Context for TrapContext {
     fn switch(&mut self, space: &dyn AddressSpace, regs: &mut Registers) -> Result<Event, PlatformError> {
-        let space = space
-            .as_any()
-            .downcast_ref::<TrapAddressSpace>()
-            .ok_or_else(|| PlatformError::CpuFailure("not a trap address space".into()))?;
-        if self.thread.as_ref().is_none_or(|t| !Arc::ptr_eq(&t.stub, &space.stub)) {
-            if let Some(t) = self.thread.take() {
-                // Keep the FP state across the move.
-                if self.pending_fp.is_none() {
-                    self.pending_fp = self.read_fp(&t).ok();
-                }
-                *self.kick.target.lock().unwrap() = (0, 0);
-                drop(t);
-            }
-            let t = space.stub.new_thread()?;
-            *self.kick.target.lock().unwrap() = (space.stub.pid, t.tid);
-            self.thread = Some(t);
-        }
+        let space = trap_space(space)?;
+        self.enter(space)?;
         space.stub.flush()?;
         if self.kick.pending.swap(false, Ordering::AcqRel) {
             self.counts.interrupts += 1;
@@ -929,6 +914,10 @@ impl Context for TrapContext {
 
     fn interrupter(&self) -> Arc<dyn Interrupter> {
         self.kick.clone()
+    }
+
+    fn attach(&mut self, space: &dyn AddressSpace) -> Result<(), PlatformError> {
+        self.enter(trap_space(space)?)
     }
 
     fn fp_state(&mut self) -> Result<FpState, PlatformError> {
@@ -955,7 +944,32 @@ impl Context for TrapContext {
     }
 }
 
+fn trap_space(space: &dyn AddressSpace) -> Result<&TrapAddressSpace, PlatformError> {
+    space
+        .as_any()
+        .downcast_ref::<TrapAddressSpace>()
+        .ok_or_else(|| PlatformError::CpuFailure("not a trap address space".into()))
+}
+
 impl TrapContext {
+    /// Gives the context a thread in `space`'s stub, unless it has one.
+    fn enter(&mut self, space: &TrapAddressSpace) -> Result<(), PlatformError> {
+        if self.thread.as_ref().is_none_or(|t| !Arc::ptr_eq(&t.stub, &space.stub)) {
+            if let Some(t) = self.thread.take() {
+                // Keep the FP state across the move.
+                if self.pending_fp.is_none() {
+                    self.pending_fp = self.read_fp(&t).ok();
+                }
+                *self.kick.target.lock().unwrap() = (0, 0);
+                drop(t);
+            }
+            let t = space.stub.new_thread()?;
+            *self.kick.target.lock().unwrap() = (space.stub.pid, t.tid);
+            self.thread = Some(t);
+        }
+        Ok(())
+    }
+
     fn run(&mut self, t: &StubThread, regs: &mut Registers) -> Result<Event, PlatformError> {
         let uc = t.ucontext()?;
         let mut r = *regs;
