@@ -33,7 +33,6 @@ const MAX_RATIO: u32 = 8;
 const SLACK: Duration = Duration::from_secs(5);
 
 const NO_WRITABLE_TMP: &str = "needs a writable /tmp (TempDir, MkdirTemp)";
-const NO_SOCKETS: &str = "needs sockets";
 
 struct Package {
     path: &'static str,
@@ -44,8 +43,6 @@ struct Package {
 const SYSCALL: Package = Package {
     path: "syscall",
     skip: &[
-        ("TestSCMCredentials", NO_SOCKETS),
-        ("TestPassFD", NO_SOCKETS),
         ("TestDirent", NO_WRITABLE_TMP),
         ("TestDirentRepeat", NO_WRITABLE_TMP),
         ("TestFaccessat", NO_WRITABLE_TMP),
@@ -73,8 +70,6 @@ const OS_EXEC: Package = Package {
         ("TestLookPathUnixEmptyPath", NO_WRITABLE_TMP),
         ("TestFindExecutableVsNoexec", NO_WRITABLE_TMP),
         ("TestExplicitPWD", NO_WRITABLE_TMP),
-        ("TestExtraFiles", NO_SOCKETS),
-        ("TestExtraFilesRace", NO_SOCKETS),
     ],
 };
 

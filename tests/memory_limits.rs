@@ -114,6 +114,16 @@ fn pipe_buffers_are_charged() {
     check("pipes", "writes were refused for want of memory\npipes filled\n7 checks, 0 failed\n");
 }
 
+/// 1,500 unix socket pairs with 2 MiB send buffers filled both ways would
+/// hold over 1 GiB: their queued messages are charged to the sandbox's
+/// memory, so sends past the limit fail with ENOBUFS, what was queued reads
+/// back, and closed sockets' buffers are memory again.
+#[test]
+fn socket_buffers_are_charged() {
+    require_kvm!();
+    check("sockets", "sends were refused for want of memory\nsocket pairs filled\n7 checks, 0 failed\n");
+}
+
 /// Ten threads each writing 180 MiB into one pipe: the data moves from
 /// their buffers a page at a time, never copied whole into the kernel.
 #[test]

@@ -135,6 +135,26 @@ fn resolution_files_are_the_hosts() {
     common::assert_same("resolution files", &out, &native);
 }
 
+/// The interfaces, addresses and routes the route netlink reports (what
+/// `ip`, getifaddrs and if_nameindex read) and /proc/net describes are the
+/// host's, whose network the sandbox's sockets use, not the sandbox's own
+/// loopback. (/proc/net/dev's counters move between the runs: only its
+/// interface names are compared.)
+#[test]
+fn interfaces_are_the_hosts() {
+    require_kvm!();
+    let script = "ip -o link; ip -o addr; ip route; ip -6 route; ip rule; ip -o link show lo; \
+                  cut -d: -f1 /proc/net/dev; cat /proc/net/if_inet6 /proc/net/route";
+    let native = common::native("/bin/sh", &["-c", script], None);
+    assert!(native.status.success(), "ip fails natively:\n{}", String::from_utf8_lossy(&native.stderr));
+    let out = common::finish_within(
+        common::spawn_cordon_with(&["--network=host"], &["/bin/sh", "-c", script]),
+        HANG,
+        "ip with the host's network",
+    );
+    common::assert_same("interfaces", &out, &native);
+}
+
 /// Runs a C program natively and with --network=host in every variant;
 /// both pass with the same output.
 fn host_network_c_test(name: &str) {

@@ -9,6 +9,7 @@
  *
  *   pipes        many pipes, each enlarged to 1 MiB and filled
  *   pipe-writers threads writing large buffers into one pipe at once
+ *   sockets      many unix socket pairs, their buffers enlarged and filled
  *   maps         mmap until the map count limit, then splits past it
  *   zero-read    reading far more untouched anonymous memory than the limit
  *   sparse       a 100 GiB MAP_NORESERVE mapping with a few pages touched
@@ -22,6 +23,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +97,81 @@ static void pipes(void) {
     if (refused)
         printf("writes were refused for want of memory\n");
     printf("pipes filled\n");
+}
+
+/* Enough socket pairs that filling both directions of them all takes
+ * several times the limit. */
+#define PAIRS 1500
+
+/* Sends `chunk` on `fd` until the send buffer is full (EAGAIN) or the
+ * memory is (ENOBUFS, as Linux's sock_alloc_send_pskb fails); returns
+ * which errno ended it, and counts the messages sent in *sent. */
+static int fill_socket(int fd, const char *chunk, size_t len, int *sent) {
+    for (;;) {
+        ssize_t n = send(fd, chunk, len, MSG_DONTWAIT);
+        if (n > 0) {
+            ++*sent;
+            continue;
+        }
+        return n < 0 ? errno : 0;
+    }
+}
+
+static void sockets(void) {
+    static int fds[PAIRS][2];
+    static int sent[PAIRS][2];
+    static char chunk[65000];
+    memset(chunk, 's', sizeof chunk);
+    struct rlimit nofile;
+    CHECK(getrlimit(RLIMIT_NOFILE, &nofile) == 0);
+    nofile.rlim_cur = nofile.rlim_max < 2 * PAIRS + 16 ? nofile.rlim_max : 2 * PAIRS + 16;
+    CHECK(setrlimit(RLIMIT_NOFILE, &nofile) == 0);
+    int made = 0, full = 0, refused = 0, bad_setsockopt = 0;
+    for (int i = 0; i < PAIRS; i++) {
+        /* Stream and datagram pairs in turn. */
+        int type = i % 2 ? SOCK_DGRAM : SOCK_STREAM;
+        if (socketpair(AF_UNIX, type, 0, fds[i]) != 0) {
+            CHECK(errno == EMFILE || errno == ENFILE);
+            break;
+        }
+        made++;
+        for (int end = 0; end < 2; end++) {
+            int big = 1 << 20;
+            bad_setsockopt += setsockopt(fds[i][end], SOL_SOCKET, SO_SNDBUF, &big, sizeof big) != 0;
+            int e = fill_socket(fds[i][end], chunk, sizeof chunk, &sent[i][end]);
+            full += e == EAGAIN;
+            refused += e == ENOBUFS;
+        }
+    }
+    CHECK(made > 0);
+    CHECK(bad_setsockopt == 0);
+    CHECK(full + refused == 2 * made);
+    /* What went in comes out. */
+    char buf[PG];
+    int bad_reads = 0;
+    for (int i = 0; i < made; i++) {
+        for (int end = 0; end < 2; end++) {
+            if (!sent[i][end])
+                continue;
+            ssize_t n = recv(fds[i][1 - end], buf, sizeof buf, MSG_DONTWAIT);
+            bad_reads += !(n == (ssize_t)sizeof buf && buf[0] == 's' && buf[PG - 1] == 's');
+        }
+    }
+    CHECK(bad_reads == 0);
+    /* A closed pair's buffers are memory again: the last pair, refused
+     * before if any was, takes data. */
+    for (int i = 0; i < made - 1 && i < 8; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+    CHECK(send(fds[made - 1][0], chunk, 16, MSG_DONTWAIT) == 16);
+    for (int i = 8; i < made; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+    if (refused)
+        printf("sends were refused for want of memory\n");
+    printf("socket pairs filled\n");
 }
 
 #define WRITERS 10
@@ -453,6 +530,8 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "pipes"))
         pipes();
+    else if (!strcmp(mode, "sockets"))
+        sockets();
     else if (!strcmp(mode, "pipe-writers"))
         pipe_writers();
     else if (!strcmp(mode, "maps"))

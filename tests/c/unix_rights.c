@@ -102,6 +102,9 @@ static void kinds(void) {
             _exit(15);
         if (syscall(SYS_pidfd_send_signal, fds[4], SIGTERM, NULL, 0) != 0)
             _exit(16);
+        /* recvmsg gives MSG_CMSG_CLOEXEC back in msg_flags, as it was asked. */
+        if (fl != MSG_CMSG_CLOEXEC)
+            _exit(17);
         _exit(0);
     }
     int fds[] = {p[1], ep, ev, inner[0], pidfd};

@@ -123,7 +123,7 @@ impl Kernel {
                 crate::fs::tmpfs::Tmpfs::new_root(mf.clone(), 0o1777, 0, 0, None),
             )),
             hostname: Mutex::new(config.hostname.as_bytes().to_vec()),
-            net: crate::net::Network::new(config.network),
+            net: crate::net::Network::new(config.network, mf.clone()),
             config,
             facts,
             started: Instant::now(),

@@ -42,7 +42,9 @@
 //!   levels the sentry passes on (`SOL_SOCKET`, `IPPROTO_TCP`,
 //!   `IPPROTO_IP`, `IPPROTO_IPV6`; the options themselves are vetted by
 //!   `net::hostinet`), the interface and queue ioctls it passes on, and
-//!   the epoll calls of the thread that watches host sockets.
+//!   the epoll calls of the thread that watches host sockets; and a
+//!   `NETLINK_ROUTE` socket (with its `SOL_NETLINK` flags) to ask the
+//!   host's interfaces, sent only requests that read them.
 //!
 //! Never allowed, among everything else: `execve`, `fork`, `ptrace`,
 //! `mount` and the rest of the mount API, `unshare`, `setns`, `kill` (of
@@ -216,6 +218,9 @@ const HOST_SOCKET_IOCTLS: &[u32] = &[
     io::SIOCGIFTXQLEN,
 ];
 
+/// The level of netlink's socket options.
+const SOL_NETLINK: u64 = 270;
+
 fn rule(conditions: Vec<SeccompCondition>) -> SeccompRule {
     SeccompRule::new(conditions).expect("a rule with conditions")
 }
@@ -259,6 +264,14 @@ fn allow_list(own_pid: i32, host_writes: bool, network: HostNetwork) -> BTreeMap
                     ]));
                 }
             }
+            // The route netlink socket that asks the host's interfaces for
+            // the application (net::hostinet::host_route_request, which
+            // sends it only requests that read).
+            socket.push(rule(vec![
+                arg(0, Dword, SeccompCmpOp::Eq, libc::AF_NETLINK as u64),
+                arg(1, Dword, SeccompCmpOp::Eq, libc::SOCK_RAW as u64 | flags),
+                arg(2, Dword, SeccompCmpOp::Eq, libc::NETLINK_ROUTE as u64),
+            ]));
             rules.insert(libc::SYS_socket, socket);
             let levels = || {
                 [libc::SOL_SOCKET, libc::IPPROTO_TCP, libc::IPPROTO_IP, libc::IPPROTO_IPV6]
@@ -267,7 +280,10 @@ fn allow_list(own_pid: i32, host_writes: bool, network: HostNetwork) -> BTreeMap
                     .collect::<Vec<_>>()
             };
             rules.insert(libc::SYS_getsockopt, levels());
-            rules.insert(libc::SYS_setsockopt, levels());
+            let mut set = levels();
+            // The route netlink socket's flags, as the application's.
+            set.push(rule(vec![arg(1, Dword, SeccompCmpOp::Eq, SOL_NETLINK)]));
+            rules.insert(libc::SYS_setsockopt, set);
         }
     }
     // The kernel takes an ioctl's request as 32 bits.

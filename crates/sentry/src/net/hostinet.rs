@@ -743,3 +743,74 @@ impl HostNotifier {
         }
     }
 }
+
+/// SOL_NETLINK options a host route socket takes from the application's:
+/// NETLINK_CAP_ACK, NETLINK_EXT_ACK, NETLINK_GET_STRICT_CHK.
+pub const ROUTE_SOCKET_FLAGS: [u32; 3] = [10, 11, 12];
+const SOL_NETLINK: i32 = 270;
+/// A dump's datagrams are at most 32 KiB on Linux; room for one.
+const ROUTE_DATAGRAM_ROOM: usize = 64 << 10;
+const NLMSG_HDRLEN: usize = 16;
+
+/// Asks the host's route netlink the read-only `request` (RTM_GET*
+/// messages only, checked by the caller), on a host socket made for it
+/// with the application's socket `flags` (by [`ROUTE_SOCKET_FLAGS`], on or
+/// off), and returns the host's answer datagrams as they came, each
+/// message's port id made `port`. The host answers within the calls: a
+/// request's replies are queued as it is sent, and a dump's next part as
+/// its previous one is read, so reading until nothing is left reads the
+/// whole answer without waiting.
+pub fn host_route_request(request: &[u8], flags: [bool; 3], port: u32) -> Result<Vec<Vec<u8>>, Errno> {
+    // SAFETY: socket(2) takes no pointers.
+    let fd = unsafe {
+        libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE)
+    };
+    host_result(fd as isize)?;
+    // SAFETY: `fd` was just made and is owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    for (name, on) in ROUTE_SOCKET_FLAGS.iter().zip(flags) {
+        let v = on as i32;
+        // SAFETY: the value is an int of ours, its size given.
+        let r = unsafe { libc::setsockopt(fd.as_raw_fd(), SOL_NETLINK, *name as i32, (&v as *const i32).cast(), 4) };
+        host_result(r as isize)?;
+    }
+    // SAFETY: sockaddr_nl is plain integers, for which zero is valid.
+    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    kernel.nl_family = libc::AF_NETLINK as u16;
+    // SAFETY: `request` and the address are ours and live through the call.
+    let r = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            request.as_ptr().cast(),
+            request.len(),
+            0,
+            (&kernel as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    host_result(r)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; ROUTE_DATAGRAM_ROOM];
+    loop {
+        // SAFETY: `buf` is ours, its length given.
+        let r = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        let len = match host_result(r) {
+            Ok(len) => len,
+            Err(Errno::EAGAIN) => break,
+            Err(e) => return Err(e),
+        };
+        let mut datagram = buf[..len].to_vec();
+        let mut at = 0;
+        while datagram.len() - at >= NLMSG_HDRLEN {
+            let h = &mut datagram[at..];
+            let msg_len = u32::from_ne_bytes(h[..4].try_into().expect("four bytes")) as usize;
+            h[12..16].copy_from_slice(&port.to_ne_bytes());
+            if msg_len < NLMSG_HDRLEN {
+                break;
+            }
+            at += msg_len.next_multiple_of(4).min(datagram.len() - at);
+        }
+        out.push(datagram);
+    }
+    Ok(out)
+}

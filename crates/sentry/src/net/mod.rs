@@ -28,6 +28,7 @@ use crate::fs::{AsAny, Context, Dentry, FileOps, FsError, OpenFile, OpenFlags, S
 use crate::mm::MemoryManager;
 use crate::waiter::WaitQueue;
 
+pub mod accounting;
 pub mod hostinet;
 pub mod inet;
 pub mod interfaces;
@@ -341,6 +342,8 @@ pub struct Network {
     pub unix: Arc<unix::UnixSpace>,
     /// The sandbox's own loopback stack (`--network=none`).
     pub loopback: Arc<inet::Loopback>,
+    /// What the sockets' queued buffers are charged to.
+    pub memory: Arc<accounting::SocketMemory>,
 }
 
 /// The /proc/net files made from the sandbox's interfaces.
@@ -373,12 +376,15 @@ pub enum NetworkMode {
 }
 
 impl Network {
-    pub fn new(mode: NetworkMode) -> Arc<Network> {
+    /// The sandbox's network; socket buffers are charged to `mf`.
+    pub fn new(mode: NetworkMode, mf: Arc<memory::MemoryFile>) -> Arc<Network> {
+        let memory = accounting::SocketMemory::new(mf);
         Arc::new(Network {
             mode,
             netlink_ports: netlink::Ports::default(),
-            unix: unix::UnixSpace::new(),
-            loopback: inet::Loopback::new(),
+            unix: unix::UnixSpace::new(memory.clone()),
+            loopback: inet::Loopback::new(memory.clone()),
+            memory,
         })
     }
 
@@ -400,6 +406,11 @@ impl Network {
     /// sandbox shows the header alone).
     pub fn proc_net_file(&self, name: &str) -> Option<String> {
         match name {
+            // On the host's network the interfaces are the host's; the
+            // sentry's own /proc/net is of the host's network namespace.
+            "dev" | "if_inet6" | "route" if self.mode == NetworkMode::Host => {
+                std::fs::read_to_string(format!("/proc/net/{name}")).ok()
+            }
             "dev" => Some(interfaces::proc_net_dev()),
             "if_inet6" => Some(interfaces::proc_net_if_inet6()),
             "route" => Some(interfaces::proc_net_route()),

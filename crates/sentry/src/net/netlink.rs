@@ -16,7 +16,7 @@ use linux_raw_sys::net as n;
 
 use super::interfaces::{self, IF_OPER_UNKNOWN, IFA_F_PERMANENT, Interface, Route, RouteDst};
 use super::options::{RMEM_DEFAULT, SocketOptions, WMEM_DEFAULT};
-use super::{Control, NetCall, Network, Received, RecvMsg, SendMsg, Socket, Ucred};
+use super::{Control, NetCall, Network, NetworkMode, Received, RecvMsg, SendMsg, Socket, Ucred, hostinet};
 use crate::auth::cap;
 use crate::errno::Errno;
 use crate::fs::{POLLERR, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
@@ -713,6 +713,13 @@ enum Answer {
     /// A dump: its messages, then NLMSG_DONE with the dump's result, with
     /// these extra flags on every message.
     Dump(Vec<Vec<u8>>, i32, u16),
+    /// The host kernel's answer datagrams, acknowledgement included.
+    Host(Vec<Vec<u8>>),
+}
+
+/// A request of the route family that only reads (RTM_GET*).
+fn is_route_get(h: Header) -> bool {
+    h.kind >= RTM_BASE && (h.kind - RTM_BASE) & 3 == RTNL_KIND_GET
 }
 
 impl NetlinkSocket {
@@ -776,6 +783,11 @@ impl NetlinkSocket {
             let msg = &data[at..at + h.len];
             let answer = if h.flags & NLM_F_REQUEST == 0 || h.kind < NLMSG_MIN_TYPE {
                 Ok(Answer::Done)
+            } else if self.network.mode == NetworkMode::Host && is_route_get(h) {
+                // On the host's network the interfaces are the host's: its
+                // kernel answers what reads them.
+                let flags = [flags.cap_ack, flags.ext_ack, flags.strict_chk];
+                hostinet::host_route_request(msg, flags, port).map(Answer::Host)
             } else {
                 self.route_request(call, h, &msg[NLMSG_HDRLEN..], port, flags)
             };
@@ -808,6 +820,7 @@ impl NetlinkSocket {
                         out.push(error_message(msg, h, port, 0, flags.cap_ack));
                     }
                 }
+                Ok(Answer::Host(datagrams)) => out.extend(datagrams),
                 Err(e) => out.push(error_message(msg, h, port, -(e.get() as i32), flags.cap_ack)),
             }
             at += align4(h.len).min(data.len() - at);

@@ -28,6 +28,7 @@ use linux_raw_sys::general as g;
 use linux_raw_sys::net as n;
 use memory::{GuestSlice, GuestSliceMut};
 
+use super::accounting::{SocketCharge, SocketMemory};
 use super::options::{RMEM_DEFAULT, SocketOptions, WMEM_DEFAULT};
 use super::{Control, NetCall, Received, RecvMsg, SendMsg, Socket, SocketFile, SocketPair, Ucred};
 use crate::errno::Errno;
@@ -42,6 +43,9 @@ const SOCKADDR_UN_LEN: usize = 110;
 /// What a message costs its sender beyond its data (an sk_buff and its
 /// shared info, as Linux's truesize counts them).
 const SKB_OVERHEAD: usize = 576;
+/// What the list of a message's passed files costs (struct scm_fp_list,
+/// room for SCM_MAX_FD files, charged to the sender's memory cgroup).
+const SCM_FP_LIST_SIZE: usize = 2_064;
 /// The most data one stream message carries (SKB_MAX_HEAD(0) plus
 /// UNIX_SKB_FRAGS_SZ).
 const STREAM_SKB_MAX: usize = 3_712 + 32_768;
@@ -138,6 +142,9 @@ struct Skb {
     from: Option<Vec<u8>>,
     creds: Option<Ucred>,
     rights: Option<InFlight>,
+    /// Its truesize, and the list of its rights, charged to the sandbox's
+    /// memory while it is queued.
+    _charge: SocketCharge,
 }
 
 impl Skb {
@@ -471,7 +478,9 @@ impl Sock {
     }
 
     /// A new message of `len` bytes of `data` from `from`, charged to this
-    /// socket.
+    /// socket's send buffer and to the sandbox's memory; ENOBUFS if the
+    /// memory has no room for it (as sock_alloc_send_pskb when the
+    /// allocation fails).
     fn make_skb(
         self: &Arc<Self>,
         data: &[GuestSlice<'_>],
@@ -479,10 +488,12 @@ impl Sock {
         len: usize,
         creds: Option<Ucred>,
         rights: Option<InFlight>,
-    ) -> Skb {
+    ) -> Result<Skb, Errno> {
         let truesize = len + SKB_OVERHEAD;
+        let rights_size = if rights.is_some() { SCM_FP_LIST_SIZE } else { 0 };
+        let charge = self.space.memory.charge(truesize + rights_size)?;
         self.wmem.fetch_add(truesize, Ordering::SeqCst);
-        Skb {
+        Ok(Skb {
             data: gather(data, from, len),
             read: 0,
             truesize,
@@ -490,7 +501,8 @@ impl Sock {
             from: self.bound_addr(),
             creds,
             rights,
-        }
+            _charge: charge,
+        })
     }
 
     /// The credentials a message to `other` carries (maybe_add_creds):
@@ -539,7 +551,10 @@ impl Sock {
                 return if sent > 0 { Ok(sent) } else { Err(e) };
             }
             let creds = self.creds_for(call, given, &peer);
-            let skb = self.make_skb(msg.data, sent, size, creds, rights.take());
+            let skb = match self.make_skb(msg.data, sent, size, creds, rights.take()) {
+                Ok(skb) => skb,
+                Err(e) => return if sent > 0 { Ok(sent) } else { Err(e) },
+            };
             let mut p = peer.lock();
             if p.dead || p.shutdown & RCV_SHUTDOWN != 0 {
                 drop(p);
@@ -635,7 +650,7 @@ impl Sock {
                     let (rights, given) = skb.take().expect("one message");
                     drop(oi);
                     let creds = self.creds_for(call, given, &o);
-                    let m = self.make_skb(msg.data, 0, len, creds, rights);
+                    let m = self.make_skb(msg.data, 0, len, creds, rights)?;
                     let mut oi = o.lock();
                     if oi.dead {
                         drop(oi);
@@ -1035,6 +1050,8 @@ pub struct UnixSpace {
     in_flight: Mutex<HashMap<u64, Carried>>,
     autobind_next: AtomicU32,
     collecting: AtomicBool,
+    /// What queued messages are charged to.
+    memory: Arc<SocketMemory>,
 }
 
 /// A unix socket in flight: the socket, its file, and how many messages
@@ -1051,13 +1068,14 @@ fn unix_sock_of(f: &OpenFile) -> Option<&Arc<Sock>> {
 }
 
 impl UnixSpace {
-    pub fn new() -> Arc<UnixSpace> {
+    pub fn new(memory: Arc<SocketMemory>) -> Arc<UnixSpace> {
         Arc::new(UnixSpace {
             names: Mutex::new(HashMap::new()),
             all: Mutex::new(Default::default()),
             in_flight: Mutex::new(HashMap::new()),
             autobind_next: AtomicU32::new(0),
             collecting: AtomicBool::new(false),
+            memory,
         })
     }
 

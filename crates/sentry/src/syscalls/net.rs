@@ -602,7 +602,9 @@ fn recvmsg_one(task: &mut Task, f: &OpenFile, s: &Arc<dyn Socket>, addr: u64, fl
     }
     let room = hdr.controllen as usize;
     let r = recv_one(task, f, s, &segs, flags & !n::MSG_CMSG_CLOEXEC, room > 0 && hdr.control != 0)?;
-    let mut out_flags = r.flags;
+    // msg_flags starts as the caller's MSG_CMSG_CLOEXEC (____sys_recvmsg),
+    // and the family adds its own.
+    let mut out_flags = r.flags | (flags & n::MSG_CMSG_CLOEXEC);
     if hdr.name != 0 {
         match &r.from {
             Some(from) => {

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use linux_raw_sys::net as n;
 
+use super::accounting::SocketMemory;
 use super::{NetCall, Socket};
 use crate::auth::cap;
 use crate::errno::Errno;
@@ -413,6 +414,8 @@ impl<T> PortTable<T> {
 pub struct Loopback {
     tcp: Mutex<PortTable<tcp::TcpSocket>>,
     udp: Mutex<PortTable<udp::UdpSocket>>,
+    /// What queued stream and datagram data is charged to.
+    memory: Arc<SocketMemory>,
     this: Weak<Loopback>,
 }
 
@@ -423,13 +426,14 @@ fn next_id() -> u64 {
 }
 
 impl Loopback {
-    pub fn new() -> Arc<Loopback> {
+    pub fn new(memory: Arc<SocketMemory>) -> Arc<Loopback> {
         // Where the ephemeral search starts differs between sandboxes, as
         // Linux's is randomised.
         let seed = (std::process::id() as u64).wrapping_mul(0x9e37_79b9) as u16;
         Arc::new_cyclic(|this| Loopback {
             tcp: Mutex::new(PortTable::new(seed)),
             udp: Mutex::new(PortTable::new(seed.wrapping_add(7919))),
+            memory,
             this: this.clone(),
         })
     }
@@ -865,6 +869,11 @@ mod tests {
         }
     }
 
+    fn test_loopback() -> Arc<Loopback> {
+        let mf = Arc::new(memory::MemoryFile::new(1 << 24).unwrap());
+        Loopback::new(SocketMemory::new(mf))
+    }
+
     fn loopback_v4(port: u16) -> Vec<u8> {
         sockaddr(false, Endpoint { ip: IpAddr::V4(Ipv4Addr::LOCALHOST), port })
     }
@@ -880,7 +889,7 @@ mod tests {
     fn outside_client_reaches_a_listener() {
         let ctx = Context::internal();
         let call = NetCall { ctx: &ctx, ucred: Ucred::default(), names: &NoNames, file: None };
-        let lo = Loopback::new();
+        let lo = test_loopback();
         let listener = lo.create(&call, false, n::SOCK_STREAM, 0).unwrap();
         listener.bind(&call, &loopback_v4(0)).unwrap();
         let port = port_of(&*listener);
@@ -916,7 +925,7 @@ mod tests {
     fn outside_datagrams_reach_a_bound_socket_and_replies_come_back() {
         let ctx = Context::internal();
         let call = NetCall { ctx: &ctx, ucred: Ucred::default(), names: &NoNames, file: None };
-        let lo = Loopback::new();
+        let lo = test_loopback();
         let server = lo.create(&call, false, n::SOCK_DGRAM, 0).unwrap();
         server.bind(&call, &loopback_v4(0)).unwrap();
         let outside = lo.udp_from_outside(port_of(&*server), false).unwrap();
@@ -933,5 +942,44 @@ mod tests {
         assert_eq!(outside.recv_nonblocking(&mut buf).unwrap(), 4);
         assert_eq!(&buf[..4], b"pong");
         assert_eq!(outside.recv_nonblocking(&mut buf), Err(Errno::EAGAIN));
+    }
+
+    /// Queued data is charged to the sandbox's memory: with none left, a
+    /// TCP send that cannot grow its buffer fails with ENOBUFS and a UDP
+    /// datagram is dropped; memory given back makes both work again.
+    #[test]
+    fn queued_data_is_charged_to_the_sandbox_memory() {
+        let ctx = Context::internal();
+        let call = NetCall { ctx: &ctx, ucred: Ucred::default(), names: &NoNames, file: None };
+        let mf = Arc::new(memory::MemoryFile::new(64 * memory::PAGE_SIZE).unwrap());
+        let lo = Loopback::new(SocketMemory::new(mf.clone()));
+        let listener = lo.create(&call, false, n::SOCK_STREAM, 0).unwrap();
+        listener.bind(&call, &loopback_v4(0)).unwrap();
+        listener.listen(&call, 4).unwrap();
+        let outside = lo.connect_from_outside(port_of(&*listener), false).unwrap();
+        let (inside, _) = listener.accept(&call).unwrap();
+        let server = lo.create(&call, false, n::SOCK_DGRAM, 0).unwrap();
+        server.bind(&call, &loopback_v4(0)).unwrap();
+        let client = lo.udp_from_outside(port_of(&*server), false).unwrap();
+
+        let free = 64 - mf.stats().frames_in_use - mf.stats().frames_charged;
+        mf.charge(free).unwrap();
+        assert_eq!(outside.write_nonblocking(b"request"), Err(Errno::ENOBUFS));
+        assert_eq!(client.send_nonblocking(b"ping").unwrap(), 4, "the sender does not know");
+        let mut buf = [0u8; 16];
+        let recv = |s: &Arc<dyn Socket>, buf: &mut [u8]| {
+            let flags = n::MSG_DONTWAIT;
+            s.recv(&call, RecvMsg { bufs: &[GuestSliceMut::from(buf)], flags, want_control: false }).map(|r| r.ret)
+        };
+        assert_eq!(recv(&server, &mut buf), Err(Errno::EAGAIN), "dropped");
+
+        mf.uncharge(free);
+        assert_eq!(outside.write_nonblocking(b"request").unwrap(), 7);
+        assert_eq!(recv(&inside, &mut buf), Ok(7));
+        assert_eq!(client.send_nonblocking(b"ping").unwrap(), 4);
+        assert_eq!(recv(&server, &mut buf), Ok(4));
+        assert!(lo.memory.charged() > 0, "the connection keeps its buffer");
+        drop((inside, outside, client, server, listener));
+        assert_eq!(lo.memory.charged(), 0);
     }
 }

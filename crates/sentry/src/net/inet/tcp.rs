@@ -25,6 +25,7 @@ use super::{
 use crate::errno::Errno;
 use crate::fs::{POLLERR, POLLHUP, POLLIN, POLLOUT, POLLPRI, POLLRDNORM, POLLWRNORM};
 use crate::mm::MemoryManager;
+use crate::net::accounting::{SocketCharge, SocketMemory};
 use crate::net::options::{SocketOptions, Values};
 use crate::net::{NetCall, Received, RecvMsg, SendMsg, Socket};
 use crate::waiter::{BlockError, WaitQueue};
@@ -130,12 +131,14 @@ fn scatter(dst: &[GuestSliceMut<'_>], mut at: usize, src: &[u8]) {
     }
 }
 
-/// A byte stream in flight: a ring that grows to what its link allows.
+/// A byte stream in flight: a ring that grows to what its link allows,
+/// its capacity charged to the sandbox's socket memory.
 #[derive(Default)]
 pub(crate) struct Ring {
     buf: Vec<u8>,
     head: usize,
     len: usize,
+    charge: Option<SocketCharge>,
 }
 
 impl Ring {
@@ -143,16 +146,24 @@ impl Ring {
         self.len
     }
 
-    fn grow(&mut self, need: usize) {
+    /// Makes room for `need` bytes; ENOBUFS if the sandbox's memory has
+    /// none for the bigger buffer.
+    fn grow(&mut self, memory: &Arc<SocketMemory>, need: usize) -> Result<(), Errno> {
         if need <= self.buf.len() {
-            return;
+            return Ok(());
         }
-        let mut bigger = vec![0u8; need.next_power_of_two().max(4096)];
+        let size = need.next_power_of_two().max(4096);
+        match &mut self.charge {
+            Some(c) => c.resize(size)?,
+            None => self.charge = Some(memory.charge(size)?),
+        }
+        let mut bigger = vec![0u8; size];
         let (a, b) = self.spans(0, self.len);
         bigger[..a.len()].copy_from_slice(a);
         bigger[a.len()..a.len() + b.len()].copy_from_slice(b);
         self.buf = bigger;
         self.head = 0;
+        Ok(())
     }
 
     /// The `n` bytes after the first `skip`, as at most two runs.
@@ -166,15 +177,28 @@ impl Ring {
         (&self.buf[start..start + first], &self.buf[..n - first])
     }
 
-    /// Appends `n` bytes of the concatenation of `src` from `from` on.
-    fn push(&mut self, src: &[GuestSlice<'_>], from: usize, n: usize) {
-        self.grow(self.len + n);
+    /// Appends up to `n` bytes of the concatenation of `src` from `from`
+    /// on: all of them, or what the buffer holds if the sandbox's memory
+    /// has no room to grow it. Returns how many; ENOBUFS if none fit.
+    fn push(
+        &mut self,
+        memory: &Arc<SocketMemory>,
+        src: &[GuestSlice<'_>],
+        from: usize,
+        n: usize,
+    ) -> Result<usize, Errno> {
+        let n = match self.grow(memory, self.len + n) {
+            Ok(()) => n,
+            Err(e) if self.buf.len() == self.len => return Err(e),
+            Err(_) => n.min(self.buf.len() - self.len),
+        };
         let cap = self.buf.len();
         let tail = (self.head + self.len) % cap;
         let first = n.min(cap - tail);
         gather(src, from, &mut self.buf[tail..tail + first]);
         gather(src, from + first, &mut self.buf[..n - first]);
         self.len += n;
+        Ok(n)
     }
 
     /// Copies `n` bytes after the first `skip` into `dst` from `at` on.
@@ -767,7 +791,13 @@ impl TcpSocket {
                 let room = l.limit[i].saturating_sub(l.data[i].len());
                 let k = room.min(total - sent);
                 if k > 0 {
-                    l.data[i].push(data, sent, k);
+                    // Short of memory, a send takes what fits and fails
+                    // only when nothing does.
+                    let k = match l.data[i].push(&self.stack.memory, data, sent, k) {
+                        Ok(k) => k,
+                        Err(e) if sent == 0 => return Err(e),
+                        Err(_) => return Ok(sent),
+                    };
                     sent += k;
                     if sent == total && oob {
                         // The last byte of an urgent send is the urgent

@@ -19,6 +19,7 @@ use super::{
 use crate::errno::Errno;
 use crate::fs::{POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDNORM, POLLWRNORM};
 use crate::mm::MemoryManager;
+use crate::net::accounting::SocketCharge;
 use crate::net::options::{RMEM_DEFAULT, SocketOptions, WMEM_DEFAULT};
 use crate::net::{Control, NetCall, Received, RecvMsg, SendMsg, Socket};
 use crate::waiter::{BlockError, WaitQueue};
@@ -55,6 +56,8 @@ struct Datagram {
     ttl: i32,
     tos: u8,
     data: Vec<u8>,
+    /// What it costs the sandbox's memory while queued.
+    charge: Option<SocketCharge>,
 }
 
 struct State {
@@ -277,19 +280,22 @@ impl UdpSocket {
         for s in data {
             s.append_to(&mut bytes);
         }
-        receiver.deliver(Datagram { from, to: dst.ip, ttl, tos, data: bytes });
+        receiver.deliver(Datagram { from, to: dst.ip, ttl, tos, data: bytes, charge: None });
         Ok(len)
     }
 
-    /// Queues a datagram, unless the receive buffer is full (then it is
-    /// dropped, as Linux drops it).
-    fn deliver(&self, d: Datagram) {
+    /// Queues a datagram, unless the receive buffer is full or the
+    /// sandbox's memory has no room for it (then it is dropped, as Linux
+    /// drops it when the receiver's buffer or memory cgroup is full).
+    fn deliver(&self, mut d: Datagram) {
         let rcvbuf = self.options.values().rcvbuf as usize;
         let mut st = self.state.lock().unwrap();
         let charge = d.data.len() + DATAGRAM_OVERHEAD;
         if st.queued > 0 && st.queued + charge > rcvbuf {
             return;
         }
+        let Ok(memory) = self.stack.memory.charge(charge) else { return };
+        d.charge = Some(memory);
         st.queued += charge;
         st.queue.push_back(d);
         drop(st);
