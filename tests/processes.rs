@@ -39,6 +39,8 @@ c_tests! {
     sig_edges,
     sched_affinity,
     exit_signals,
+    spin_signals,
+    many_processes,
     fast_ids,
     spin_interrupt,
 }

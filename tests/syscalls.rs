@@ -66,6 +66,15 @@ fn memory() {
     c_test("memory", &[s(&d)]);
 }
 
+/// The addresses the trap platform keeps for its stub are no application's
+/// on any platform, so a program behaves the same whichever runs it.
+#[test]
+fn the_platform_reserved_range_is_never_mapped() {
+    require_kvm!();
+    let r = platform::trap::reserved_range();
+    c_test_sandbox_only("reserved_range", &[], &[&format!("{:x}", r.start), &format!("{:x}", r.end)]);
+}
+
 #[test]
 fn zero_page_is_never_written() {
     require_kvm!();

@@ -184,6 +184,12 @@ pub trait Context: Send {
     fn switch(&mut self, space: &dyn AddressSpace, regs: &mut Registers) -> Result<Event, PlatformError>;
     /// A handle other threads use to interrupt this context.
     fn interrupter(&self) -> Arc<dyn Interrupter>;
+    /// Makes now what the context needs to run in `space` (a host thread,
+    /// on some platforms), so that a host that refuses it fails the call
+    /// that made the context rather than its first switch.
+    fn attach(&mut self, _space: &dyn AddressSpace) -> Result<(), PlatformError> {
+        Ok(())
+    }
     /// The application's floating-point and vector state.
     fn fp_state(&mut self) -> Result<FpState, PlatformError>;
     /// Replaces the floating-point and vector state.

@@ -7,8 +7,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::stub;
 
-/// Stub processes alive at once.
-pub(crate) const MAX_STUBS: usize = 128;
+/// Stub processes alive at once: address spaces of the sandbox, which a
+/// program with a few hundred processes needs (the factory page's tables
+/// fill its page at this count).
+pub(crate) const MAX_STUBS: usize = 512;
 /// Bytes of the control file.
 pub(crate) const FILE_SIZE: u64 = (MAX_STUBS as u64 + 1) * stub::SLOT_SIZE;
 
@@ -21,6 +23,8 @@ const F_DEAD: usize = 1024;
 /// One word per slot: the highest thread area the sentry handed out
 /// (written by the sentry only).
 const F_HIGH: usize = 2048;
+const _: () =
+    assert!(F_DEAD + MAX_STUBS <= F_HIGH && F_HIGH + 4 * MAX_STUBS <= 4096, "the factory page holds every slot");
 
 /// Offset of slot `n` in the control file.
 pub(crate) fn slot_offset(n: usize) -> u64 {

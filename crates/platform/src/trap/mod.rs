@@ -109,6 +109,7 @@ mod control;
 mod factory;
 mod filter;
 mod stub;
+mod tsc;
 
 use std::any::Any;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -220,6 +221,7 @@ impl Shared {
 /// The trap platform.
 pub struct TrapPlatform {
     shared: Arc<Shared>,
+    tsc: tsc::HostTsc,
 }
 
 fn eventfd(flags: i32) -> Result<OwnedFd, PlatformError> {
@@ -272,6 +274,16 @@ impl TrapPlatform {
             return Err(PlatformError::host("mmap control file", errno()));
         }
         let request = eventfd(0)?;
+        // A descriptor per slot besides the sandbox's own host files: take
+        // the whole allowance the host gives, not the customary 1024.
+        let mut nofile = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: reads and sets this process's limit through a live local.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile) == 0 && nofile.rlim_cur < nofile.rlim_max {
+                nofile.rlim_cur = nofile.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &nofile);
+            }
+        }
         let acks = (0..control::MAX_STUBS).map(|_| eventfd(libc::EFD_NONBLOCK)).collect::<Result<Vec<_>, _>>()?;
         let fds = factory::FactoryFds {
             control: control.as_raw_fd(),
@@ -299,6 +311,7 @@ impl TrapPlatform {
                 cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
                 spin_max: polls_in(SPIN_MAX_NS),
             }),
+            tsc: tsc::HostTsc::new(),
         })
     }
 }
@@ -339,7 +352,8 @@ impl Platform for TrapPlatform {
     fn release_cached(&self) {}
 
     fn guest_tsc_khz(&self) -> Option<u64> {
-        None
+        // Application code runs on the host CPU and reads the host's TSC.
+        self.tsc.khz()
     }
 }
 
@@ -414,30 +428,49 @@ impl Stub {
             return Err(PlatformError::CpuFailure("stub process died".into()));
         }
         let ops = std::mem::take(&mut inner.pending);
-        let base = self.shared.base;
         for chunk in ops.chunks(stub::MAX_OPS).map(Some).chain(ops.is_empty().then_some(None)) {
             let chunk = chunk.unwrap_or(&[]);
-            for (i, op) in chunk.iter().enumerate() {
-                for (j, v) in op.iter().enumerate() {
-                    control::slot_u64(base, self.slot, stub::REQ_OPS + i * stub::OP_SIZE + j * 8)
-                        .store(*v, Ordering::Relaxed);
-                }
+            let mut err = self.post(inner, chunk)?;
+            if err == -(libc::ENOMEM as i64) {
+                // The host gives a process only so many mappings
+                // (vm.max_map_count), and scattered frames take one each.
+                // The stub's mappings are only a cache of the memory
+                // manager's, which enters a page again when it faults: drop
+                // them all (whole mappings, which no split can refuse) and
+                // apply the chunk again.
+                tracing::debug!("trap stub {}: out of host mappings, dropping them", self.pid);
+                let wipe: Vec<[u64; 5]> =
+                    outside_reserved(0, stub::TASK_TOP).map(|(a, l)| [stub::OP_UNMAP, a, l, 0, 0]).collect();
+                self.post(inner, &wipe)?;
+                err = self.post(inner, chunk)?;
             }
-            control::slot_u32(base, self.slot, stub::REQ_COUNT).store(chunk.len() as u32, Ordering::Relaxed);
-            inner.seq = inner.seq.wrapping_add(1).max(1);
-            let w = control::slot_u32(base, self.slot, stub::REQ_SEQ);
-            w.store(inner.seq, Ordering::Release);
-            control::futex_wake(w);
-            if !self.shared.wait_ack(self.slot) {
-                inner.dead = true;
-                return Err(PlatformError::CpuFailure("stub process died".into()));
-            }
-            let err = control::slot_u64(base, self.slot, stub::RESP_ERR).load(Ordering::Acquire) as i64;
             if err != 0 {
                 tracing::debug!("trap stub {}: request failed: {err}", self.pid);
             }
         }
         Ok(())
+    }
+
+    /// Hands the stub one batch of at most MAX_OPS operations and waits
+    /// until it has done them; returns the first error among them.
+    fn post(&self, inner: &mut StubInner, ops: &[[u64; 5]]) -> Result<i64, PlatformError> {
+        let base = self.shared.base;
+        for (i, op) in ops.iter().enumerate() {
+            for (j, v) in op.iter().enumerate() {
+                control::slot_u64(base, self.slot, stub::REQ_OPS + i * stub::OP_SIZE + j * 8)
+                    .store(*v, Ordering::Relaxed);
+            }
+        }
+        control::slot_u32(base, self.slot, stub::REQ_COUNT).store(ops.len() as u32, Ordering::Relaxed);
+        inner.seq = inner.seq.wrapping_add(1).max(1);
+        let w = control::slot_u32(base, self.slot, stub::REQ_SEQ);
+        w.store(inner.seq, Ordering::Release);
+        control::futex_wake(w);
+        if !self.shared.wait_ack(self.slot) {
+            inner.dead = true;
+            return Err(PlatformError::CpuFailure("stub process died".into()));
+        }
+        Ok(control::slot_u64(base, self.slot, stub::RESP_ERR).load(Ordering::Acquire) as i64)
     }
 
     fn flush(&self) -> Result<(), PlatformError> {
@@ -866,23 +899,8 @@ impl TrapContext {
 
 impl Context for TrapContext {
     fn switch(&mut self, space: &dyn AddressSpace, regs: &mut Registers) -> Result<Event, PlatformError> {
-        let space = space
-            .as_any()
-            .downcast_ref::<TrapAddressSpace>()
-            .ok_or_else(|| PlatformError::CpuFailure("not a trap address space".into()))?;
-        if self.thread.as_ref().is_none_or(|t| !Arc::ptr_eq(&t.stub, &space.stub)) {
-            if let Some(t) = self.thread.take() {
-                // Keep the FP state across the move.
-                if self.pending_fp.is_none() {
-                    self.pending_fp = self.read_fp(&t).ok();
-                }
-                *self.kick.target.lock().unwrap() = (0, 0);
-                drop(t);
-            }
-            let t = space.stub.new_thread()?;
-            *self.kick.target.lock().unwrap() = (space.stub.pid, t.tid);
-            self.thread = Some(t);
-        }
+        let space = trap_space(space)?;
+        self.enter(space)?;
         space.stub.flush()?;
         if self.kick.pending.swap(false, Ordering::AcqRel) {
             self.counts.interrupts += 1;
@@ -896,6 +914,10 @@ impl Context for TrapContext {
 
     fn interrupter(&self) -> Arc<dyn Interrupter> {
         self.kick.clone()
+    }
+
+    fn attach(&mut self, space: &dyn AddressSpace) -> Result<(), PlatformError> {
+        self.enter(trap_space(space)?)
     }
 
     fn fp_state(&mut self) -> Result<FpState, PlatformError> {
@@ -922,7 +944,32 @@ impl Context for TrapContext {
     }
 }
 
+fn trap_space(space: &dyn AddressSpace) -> Result<&TrapAddressSpace, PlatformError> {
+    space
+        .as_any()
+        .downcast_ref::<TrapAddressSpace>()
+        .ok_or_else(|| PlatformError::CpuFailure("not a trap address space".into()))
+}
+
 impl TrapContext {
+    /// Gives the context a thread in `space`'s stub, unless it has one.
+    fn enter(&mut self, space: &TrapAddressSpace) -> Result<(), PlatformError> {
+        if self.thread.as_ref().is_none_or(|t| !Arc::ptr_eq(&t.stub, &space.stub)) {
+            if let Some(t) = self.thread.take() {
+                // Keep the FP state across the move.
+                if self.pending_fp.is_none() {
+                    self.pending_fp = self.read_fp(&t).ok();
+                }
+                *self.kick.target.lock().unwrap() = (0, 0);
+                drop(t);
+            }
+            let t = space.stub.new_thread()?;
+            *self.kick.target.lock().unwrap() = (space.stub.pid, t.tid);
+            self.thread = Some(t);
+        }
+        Ok(())
+    }
+
     fn run(&mut self, t: &StubThread, regs: &mut Registers) -> Result<Event, PlatformError> {
         let uc = t.ucontext()?;
         let mut r = *regs;

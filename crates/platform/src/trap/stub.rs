@@ -26,7 +26,7 @@ pub(crate) const SLOT_SIZE: u64 = 0x4000_0000;
 /// The range application mappings may not enter.
 pub(crate) const RESERVED: std::ops::Range<u64> = CODE..SLOT + SLOT_SIZE;
 /// The end of the host's user address range.
-const TASK_TOP: u64 = 0x7fff_ffff_f000;
+pub(crate) const TASK_TOP: u64 = 0x7fff_ffff_f000;
 
 /// Bytes of one thread area: a page of control words, then the thread's
 /// alternate signal stack. Aligned to its size, so that the handler finds

@@ -58,6 +58,20 @@ pub const MMAP_MIN_ADDR: u64 = 0x10000;
 /// it, and a split that would add one (munmap of a middle, mprotect of a
 /// part) once the count has reached it.
 pub const MAX_MAP_COUNT: usize = 65530;
+/// Addresses no mapping may take, on every platform: the trap platform
+/// keeps its stub's code and control slot there in each address space.
+/// Refusing them everywhere keeps a program's behaviour the same whatever
+/// platform runs it.
+pub fn reserved_range() -> std::ops::Range<u64> {
+    platform::trap::reserved_range()
+}
+
+/// True if `[start, end)` enters the reserved range.
+fn overlaps_reserved(start: u64, end: u64) -> bool {
+    let r = reserved_range();
+    start < r.end && end > r.start
+}
+
 /// Free space kept between the stack and the area below it.
 const STACK_GUARD_GAP: u64 = 256 * PAGE;
 /// Pages mapped around a faulting one, for anonymous and file memory. On
@@ -356,6 +370,11 @@ impl MemoryManager {
             if addr < MMAP_MIN_ADDR {
                 return Err(MmError::TooLow);
             }
+            // An address the address space cannot give, as Linux answers
+            // for one past TASK_SIZE.
+            if overlaps_reserved(addr, end) {
+                return Err(MmError::NoMemory);
+            }
             if flags.fixed_noreplace && !st.vmas.is_free(addr, end) {
                 return Err(MmError::Exists);
             }
@@ -533,6 +552,9 @@ impl MemoryManager {
             if dest < old_end && old < dest_end {
                 return Err(MmError::Invalid);
             }
+            if overlaps_reserved(dest, dest_end) {
+                return Err(MmError::NoMemory);
+            }
             self.unmap_locked(&mut st, dest, dest_end);
             let r = self.move_locked(&mut st, &vma, old, old_len.min(new_len), dest, new_len);
             if old_len > new_len {
@@ -584,6 +606,9 @@ impl MemoryManager {
         let dest = match fixed {
             Some(d) => {
                 let end = d.checked_add(new_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
+                if overlaps_reserved(d, end) {
+                    return Err(MmError::NoMemory);
+                }
                 self.unmap_locked(st, d, end);
                 d
             }
@@ -794,7 +819,7 @@ impl MemoryManager {
             return Err(MmError::Unmapped);
         }
         let new_start = page_down(addr);
-        if next.end - new_start > st.stack_limit {
+        if next.end - new_start > st.stack_limit || overlaps_reserved(new_start, next.start) {
             return Err(MmError::Unmapped);
         }
         if let Some(prev) = st.vmas.last_before(next.start)
@@ -1092,15 +1117,28 @@ fn find_free(vmas: &mut VmaMap, len: u64, top: u64) -> Option<u64> {
     let fits = |ceiling: u64, floor: u64| {
         floor.checked_add(len).is_some_and(|end| ceiling >= end) && ceiling - len >= MMAP_MIN_ADDR
     };
+    // The mappings below `start`, highest first, with the reserved range
+    // among them as one more taken range: (start, end, grows down).
+    let reserved = reserved_range();
+    let mut reserved_pending = (reserved.start < start).then_some((reserved.start, reserved.end, false));
+    let mut below = vmas.descending_below(start).map(|v| (v.start, v.end, v.grows_down)).peekable();
+    let taken = std::iter::from_fn(move || match (reserved_pending, below.peek()) {
+        (Some(r), Some(v)) if v.0 >= r.1 => below.next(),
+        (Some(r), _) => {
+            reserved_pending = None;
+            Some(r)
+        }
+        (None, _) => below.next(),
+    });
     let mut found = None;
-    for v in vmas.descending_below(start) {
-        if fits(ceiling, v.end) {
+    for (v_start, v_end, grows_down) in taken {
+        if fits(ceiling, v_end) {
             found = Some(ceiling - len);
             break;
         }
-        largest = largest.max(ceiling.saturating_sub(v.end));
-        ceiling = v.start.min(ceiling);
-        if v.grows_down {
+        largest = largest.max(ceiling.saturating_sub(v_end));
+        ceiling = v_start.min(ceiling);
+        if grows_down {
             ceiling = ceiling.saturating_sub(STACK_GUARD_GAP);
         }
     }

@@ -442,3 +442,34 @@ fn a_fault_past_eof_is_beyond_eof_even_deep_in_the_window() {
     assert!(matches!(mm.handle_fault(a + 4096, Access::READ), Err(MmError::BeyondEof)));
     mm.handle_fault(a, Access::READ).unwrap();
 }
+
+#[test]
+fn the_reserved_range_is_never_given() {
+    let (_, _, mm) = setup();
+    let top = anon(&mm, 0, 4096, RW);
+    let r = reserved_range();
+    let fixed = MapFlags { fixed: true, ..Default::default() };
+    let noreplace = MapFlags { fixed_noreplace: true, ..Default::default() };
+    for (addr, len) in
+        [(r.start, 4096), (r.end - 4096, 4096), (r.start - 4096, 8192), (r.start - 4096, r.end - r.start + 8192)]
+    {
+        assert!(matches!(mm.map(addr, len, RW, Backing::Anonymous, fixed), Err(MmError::NoMemory)));
+        assert!(matches!(mm.map(addr, len, RW, Backing::Anonymous, noreplace), Err(MmError::NoMemory)));
+    }
+    // A search that passes the range steps over it: fill everything from
+    // its end up to the lowest mapping, then ask for more.
+    let filler = mm.map(0, top - r.end, Access::NONE, Backing::Anonymous, MapFlags::default()).unwrap();
+    assert_eq!(filler, r.end, "the filler takes the space just above the range");
+    let below = anon(&mm, 0, 4096, RW);
+    assert_eq!(below, r.start - 4096, "the next search lands just below the range");
+    let big = anon(&mm, 0, 2 * (r.end - r.start), RW);
+    assert!(big + 2 * (r.end - r.start) <= r.start);
+    // Moving or growing into it fails as an address that cannot be given.
+    let a = anon(&mm, 0x100_0000, 4096, RW);
+    assert!(matches!(mm.remap(a, 4096, 4096, true, Some(r.start)), Err(MmError::NoMemory)));
+    assert!(matches!(mm.remap(below, 4096, 8192, false, None), Err(MmError::NoMemory)));
+    // A hint there is only a hint.
+    let hinted = mm.map(r.start + 0x10_0000, 4096, RW, Backing::Anonymous, MapFlags::default()).unwrap();
+    assert!(hinted + 4096 <= r.start || hinted >= r.end);
+    assert!(mm.vmas().iter().all(|v| v.end <= r.start || v.start >= r.end));
+}

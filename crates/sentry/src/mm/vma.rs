@@ -195,9 +195,10 @@ impl VmaMap {
         self.map.range(first..end).map(|(_, v)| v).filter(move |v| v.end > start)
     }
 
-    /// True if nothing is mapped in `[start, end)`.
+    /// True if nothing is mapped in `[start, end)` and none of it is
+    /// reserved.
     pub fn is_free(&self, start: u64, end: u64) -> bool {
-        self.overlapping(start, end).next().is_none()
+        !super::overlaps_reserved(start, end) && self.overlapping(start, end).next().is_none()
     }
 
     /// True if `[start, end)` is entirely mapped, without holes.

@@ -133,13 +133,15 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     }
     let kernel = parent.kernel.clone();
     let charge = TaskCharge::take(&kernel.mf)?;
-    let ctx = kernel.platform.new_context().map_err(|_| Errno::EAGAIN)?;
+    let mut ctx = kernel.platform.new_context().map_err(|_| Errno::EAGAIN)?;
     let mm = if has(g::CLONE_VM) {
         parent.mm.clone()
     } else {
         let space = kernel.platform.new_address_space().map_err(|_| Errno::ENOMEM)?;
         Arc::new(parent.mm.fork(space).map_err(|_| Errno::ENOMEM)?)
     };
+    // A thread the host refuses is EAGAIN, as at Linux's own limits.
+    ctx.attach(&**mm.space()).map_err(|_| Errno::EAGAIN)?;
     let fs = if has(g::CLONE_FS) { parent.fs.clone() } else { Arc::new(Mutex::new(parent.fs_context())) };
     let files = if has(g::CLONE_FILES) { parent.files.clone() } else { Arc::new(parent.files.fork()) };
     let tid = kernel.allocate_tid();
