@@ -16,10 +16,10 @@
 //! ENOPROTOOPT, so no option reaches the host that would make it send
 //! control messages or change the host beyond this socket.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use linux_raw_sys::ioctl as io;
@@ -674,6 +674,10 @@ struct HostNotifier {
     epoll: OwnedFd,
     queues: Mutex<HashMap<u64, Weak<WaitQueue>>>,
     next_token: AtomicU64,
+    /// Sockets whose first event, the readiness the host epoll queues when
+    /// a socket is added, the watcher has not yet passed on.
+    unsettled: Mutex<HashSet<u64>>,
+    settled: Condvar,
 }
 
 static NOTIFIER: OnceLock<Result<Arc<HostNotifier>, Errno>> = OnceLock::new();
@@ -688,7 +692,13 @@ fn notifier() -> Result<&'static HostNotifier, Errno> {
         }
         // SAFETY: the descriptor was just made and is owned by nothing else.
         let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-        let n = Arc::new(HostNotifier { epoll, queues: Mutex::new(HashMap::new()), next_token: AtomicU64::new(1) });
+        let n = Arc::new(HostNotifier {
+            epoll,
+            queues: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            unsettled: Mutex::new(HashSet::new()),
+            settled: Condvar::new(),
+        });
         let watcher = n.clone();
         std::thread::Builder::new()
             .name("host-sockets".into())
@@ -704,6 +714,8 @@ impl HostNotifier {
     fn add(&self, fd: BorrowedFd, queue: &Arc<WaitQueue>) -> Result<u64, Errno> {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         self.queues.lock().unwrap().insert(token, Arc::downgrade(queue));
+        // Before the add: the watcher may pass the first event on at once.
+        self.unsettled.lock().unwrap().insert(token);
         let mut ev = libc::epoll_event {
             events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLPRI | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
             u64: token,
@@ -713,9 +725,36 @@ impl HostNotifier {
         if r < 0 {
             let e = last_errno();
             self.queues.lock().unwrap().remove(&token);
+            self.unsettled.lock().unwrap().remove(&token);
             return Err(e);
         }
+        self.settle(fd, token);
         Ok(token)
+    }
+
+    /// Waits until the watcher has passed on the event the host queued
+    /// when `fd` was added, if it is ready at all: that event is no edge
+    /// of the application's, and passed on after the application first
+    /// waited it would look like a new one to an edge-triggered epoll.
+    fn settle(&self, fd: BorrowedFd, token: u64) {
+        let mut unsettled = self.unsettled.lock().unwrap();
+        let mut p =
+            libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN | libc::POLLOUT | libc::POLLPRI, revents: 0 };
+        // SAFETY: polls one live descriptor without blocking.
+        let ready = unsafe { libc::poll(&mut p, 1, 0) } > 0;
+        if ready {
+            // The host queued the event; the watcher takes it promptly. The
+            // bound only keeps a wedged watcher from wedging this caller.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while unsettled.contains(&token) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                unsettled = self.settled.wait_timeout(unsettled, left).unwrap().0;
+            }
+        }
+        unsettled.remove(&token);
     }
 
     fn remove(&self, fd: BorrowedFd, token: u64) {
@@ -739,6 +778,13 @@ impl HostNotifier {
             };
             for q in woken {
                 q.notify_all();
+            }
+            let mut unsettled = self.unsettled.lock().unwrap();
+            if !unsettled.is_empty() {
+                for e in &events[..r as usize] {
+                    unsettled.remove(&{ e.u64 });
+                }
+                self.settled.notify_all();
             }
         }
     }
