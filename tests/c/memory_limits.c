@@ -36,16 +36,21 @@
 #define PIPES 1500
 #define PIPE_SIZE (1 << 20)
 
+/* Raises the soft limit on descriptors to `want`, or as far as the hard
+ * limit allows. */
+static void room_for_descriptors(rlim_t want) {
+    struct rlimit nofile;
+    CHECK(getrlimit(RLIMIT_NOFILE, &nofile) == 0);
+    nofile.rlim_cur = nofile.rlim_max < want ? nofile.rlim_max : want;
+    CHECK(setrlimit(RLIMIT_NOFILE, &nofile) == 0);
+}
+
 static void pipes(void) {
     static int fds[PIPES][2];
     static int holds[PIPES];
     static char chunk[65536];
     memset(chunk, 'p', sizeof chunk);
-    struct rlimit nofile;
-    CHECK(getrlimit(RLIMIT_NOFILE, &nofile) == 0);
-    /* Room for every pipe where the hard limit allows. */
-    nofile.rlim_cur = nofile.rlim_max < 2 * PIPES + 16 ? nofile.rlim_max : 2 * PIPES + 16;
-    CHECK(setrlimit(RLIMIT_NOFILE, &nofile) == 0);
+    room_for_descriptors(2 * PIPES + 16);
     int made = 0, enlarged = 0, full = 0, refused = 0;
     for (int i = 0; i < PIPES; i++) {
         if (pipe2(fds[i], O_NONBLOCK) != 0) {
@@ -122,10 +127,7 @@ static void sockets(void) {
     static int sent[PAIRS][2];
     static char chunk[65000];
     memset(chunk, 's', sizeof chunk);
-    struct rlimit nofile;
-    CHECK(getrlimit(RLIMIT_NOFILE, &nofile) == 0);
-    nofile.rlim_cur = nofile.rlim_max < 2 * PAIRS + 16 ? nofile.rlim_max : 2 * PAIRS + 16;
-    CHECK(setrlimit(RLIMIT_NOFILE, &nofile) == 0);
+    room_for_descriptors(2 * PAIRS + 16);
     int made = 0, full = 0, refused = 0, bad_setsockopt = 0;
     for (int i = 0; i < PAIRS; i++) {
         /* Stream and datagram pairs in turn. */
