@@ -22,6 +22,7 @@ pub mod stats;
 pub mod syscalls;
 pub mod task;
 pub mod terminal;
+pub mod timerfd;
 pub mod timers;
 pub mod tty;
 pub mod vdso;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::kernel::Kernel;
 use crate::signal::{SigFields, SigInfo, code};
+use crate::waiter::WaitQueue;
 
 /// The longest time Linux keeps (KTIME_MAX nanoseconds, about 292 years).
 /// Longer timeouts and timer values are clamped to it: they never end.
@@ -55,6 +56,9 @@ struct Timer {
 struct State {
     timers: HashMap<u64, Timer>,
     heap: BinaryHeap<Reverse<(Instant, u64, u64)>>,
+    /// One-shot wake-ups of a wait queue at an instant: a timer
+    /// descriptor's next expiry, which it counts itself when asked.
+    wakes: HashMap<u64, (Instant, Weak<WaitQueue>)>,
     next: u64,
     shutdown: bool,
 }
@@ -107,6 +111,7 @@ impl Timers {
             }
             let now = Instant::now();
             let mut due = Vec::new();
+            let mut wakes = Vec::new();
             while let Some(Reverse((at, id, generation))) = st.heap.peek().copied() {
                 if at > now {
                     break;
@@ -115,6 +120,17 @@ impl Timers {
                 if st.timers.get(&id).is_some_and(|t| t.generation == generation && t.deadline == Some(at)) {
                     due.push(id);
                 }
+                if st.wakes.get(&id).is_some_and(|(d, _)| *d == at) {
+                    wakes.extend(st.wakes.remove(&id).map(|(_, q)| q));
+                }
+            }
+            if !wakes.is_empty() {
+                // Waiters take the queue's lock and then ours: not under it.
+                drop(st);
+                for q in wakes.iter().filter_map(Weak::upgrade) {
+                    q.notify_all();
+                }
+                st = self.state.lock().unwrap();
             }
             for id in due {
                 let Some((info, target)) = self.expire(&mut st, id, now) else { continue };
@@ -344,6 +360,31 @@ impl Timers {
     /// POSIX timers).
     pub fn cancel_process(&self, process: i32) {
         self.state.lock().unwrap().timers.retain(|_, t| t.process != process);
+    }
+
+    /// A key for [`Timers::wake_at`].
+    pub fn new_wake(&self) -> u64 {
+        let mut st = self.state.lock().unwrap();
+        st.next += 1;
+        st.next
+    }
+
+    /// Wakes `queue` once at `at` (None: never), replacing what was set
+    /// for `key` before.
+    pub fn wake_at(&self, key: u64, at: Option<Instant>, queue: &Arc<WaitQueue>) {
+        let mut st = self.state.lock().unwrap();
+        match at {
+            Some(at) => {
+                if st.wakes.insert(key, (at, Arc::downgrade(queue))).is_some_and(|(old, _)| old == at) {
+                    return;
+                }
+                st.heap.push(Reverse((at, key, 0)));
+                self.cv.notify_all();
+            }
+            None => {
+                st.wakes.remove(&key);
+            }
+        }
     }
 
     /// At execve POSIX timers go; ITIMER_REAL stays.

@@ -136,6 +136,11 @@ pub struct WaitQueue {
 }
 
 impl WaitQueue {
+    /// An empty queue, for one kept in a static.
+    pub const fn new() -> WaitQueue {
+        WaitQueue { waiters: Mutex::new(Vec::new()), generation: AtomicU64::new(0) }
+    }
+
     /// Adds `w`; it is removed when the returned guard is dropped.
     pub fn register<'a>(&'a self, w: &Arc<Waiter>) -> Registration<'a> {
         let w: Weak<dyn Wake> = Arc::downgrade(w) as Weak<dyn Wake>;

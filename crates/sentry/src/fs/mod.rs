@@ -817,6 +817,11 @@ pub trait FileOps: AsAny {
     fn anon_name(&self) -> Option<&'static str> {
         None
     }
+    /// Lines /proc/PID/fdinfo shows for this kind of file after the common
+    /// ones (a timerfd's clock and setting, a signalfd's mask).
+    fn fdinfo(&self) -> String {
+        String::new()
+    }
 }
 
 impl dyn FileOps {

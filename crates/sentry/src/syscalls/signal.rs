@@ -8,7 +8,9 @@ use linux_raw_sys::general as g;
 use super::{SysError, SysResult, read_timeout};
 use crate::auth::cap;
 use crate::errno::Errno;
+use crate::fs::{OpenFile, OpenFlags};
 use crate::signal::{KernelSigAction, NSIG, SigAction, SigInfo, SigSet, code};
+use crate::task::signalfd::SignalFd;
 use crate::task::{
     BlockError, INIT_PID, Task, ThreadGroup, block_on, queue_to_group, queue_to_thread, send_to_group, take_signal,
 };
@@ -403,4 +405,28 @@ pub fn rt_tgsigqueueinfo(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let sig = valid(a[2])?;
     let info = queued_info(task, a[0] as i32, sig, a[3])?;
     kill_thread(task, Some(a[0] as i32), a[1] as i32, Some(info))
+}
+
+pub fn signalfd4(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let mask = read_sigset(task, a[1], a[2])?;
+    let flags = a[3] as u32;
+    // SFD_CLOEXEC and SFD_NONBLOCK are O_CLOEXEC and O_NONBLOCK.
+    if flags & !(g::O_CLOEXEC | g::O_NONBLOCK) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let fd = a[0] as i32;
+    if fd != -1 {
+        // Another mask for an existing signalfd; the flags are ignored.
+        let f = super::file(task, a[0])?;
+        f.ops.downcast_ref::<SignalFd>().ok_or(Errno::EINVAL)?.set_mask(mask);
+        return Ok(fd as u64);
+    }
+    let ops = Arc::new(SignalFd::new(mask, Arc::downgrade(&task.kernel)));
+    let nonblock = OpenFlags::from_bits_retain(flags & g::O_NONBLOCK);
+    let f = OpenFile::new(ops, None, OpenFlags::RDWR | nonblock);
+    Ok(task.files.install(f, flags & g::O_CLOEXEC != 0, 0)? as u64)
+}
+
+pub fn signalfd(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    signalfd4(task, &[a[0], a[1], a[2], 0, 0, 0])
 }

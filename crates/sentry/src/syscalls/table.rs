@@ -230,6 +230,11 @@ table! {
     timer_gettime => timer::timer_gettime, [Int, Ptr], Int;
     timer_getoverrun => timer::timer_getoverrun, [Int], Int;
     timer_delete => timer::timer_delete, [Int], Int;
+    timerfd_create => timer::timerfd_create, [Clock, Hex], Int;
+    timerfd_settime => timer::timerfd_settime, [Fd, Hex, Ptr, Ptr], Int;
+    timerfd_gettime => timer::timerfd_gettime, [Fd, Ptr], Int;
+    signalfd => signal::signalfd, [Fd, Ptr, UInt], Int;
+    signalfd4 => signal::signalfd4, [Fd, Ptr, UInt, Hex], Int;
     restart_syscall => time::restart_syscall, [], Int;
     getxattr => namei::getxattr, [Path, Path, Ptr, UInt], Int;
     lgetxattr => namei::lgetxattr, [Path, Path, Ptr, UInt], Int;

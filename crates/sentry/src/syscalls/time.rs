@@ -43,6 +43,12 @@ fn now(task: &Task, c: Clock) -> rustix::time::Timespec {
     }
 }
 
+/// The time on the clock `id` since its epoch, as clock_gettime answers.
+pub(super) fn time_on(task: &Task, id: u32) -> Result<Duration, SysError> {
+    let t = now(task, clock_of(id as u64)?);
+    Ok(Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec as u32))
+}
+
 fn clock_of(id: u64) -> Result<Clock, SysError> {
     if id as u32 == g::CLOCK_TAI {
         return Ok(Clock::Tai);

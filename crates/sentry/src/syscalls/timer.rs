@@ -1,14 +1,17 @@
-//! alarm, interval timers and POSIX timers.
+//! alarm, interval timers, POSIX timers and timer descriptors.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use linux_raw_sys::general as g;
 use rustix::time::ClockId;
 
 use super::{SysError, SysResult};
 use crate::errno::Errno;
+use crate::fs::{OpenFile, OpenFlags};
 use crate::task::Task;
-use crate::timers::{Notify, Setting, Target};
+use crate::timerfd::TimerFd;
+use crate::timers::{self, Notify, Setting, Target};
 
 fn timeval(d: Duration) -> g::timeval {
     let mut t = <g::timeval as crate::abi::Pod>::zeroed();
@@ -173,4 +176,76 @@ pub fn timer_getoverrun(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 pub fn timer_delete(task: &mut Task, a: &[u64; 6]) -> SysResult {
     if task.kernel.timers.delete(task.tg.tgid, a[0] as i32) { Ok(0) } else { Err(Errno::EINVAL.into()) }
+}
+
+/// CAP_WAKE_ALARM: arming a timer on an alarm clock.
+const CAP_WAKE_ALARM: u32 = 35;
+
+/// The clock a timerfd of `clock` runs on, as clock_gettime names it.
+/// The alarm clocks are their plain twins here: the sandbox cannot wake a
+/// suspended host, and it keeps the time they would while it runs.
+fn timerfd_clock(clock: u32) -> Option<u32> {
+    match clock {
+        g::CLOCK_REALTIME | g::CLOCK_REALTIME_ALARM => Some(g::CLOCK_REALTIME),
+        g::CLOCK_MONOTONIC => Some(g::CLOCK_MONOTONIC),
+        g::CLOCK_BOOTTIME | g::CLOCK_BOOTTIME_ALARM => Some(g::CLOCK_BOOTTIME),
+        _ => None,
+    }
+}
+
+pub fn timerfd_create(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let clock = a[0] as u32;
+    let flags = a[1] as u32;
+    if flags & !(g::TFD_CLOEXEC | g::TFD_NONBLOCK) != 0 || timerfd_clock(clock).is_none() {
+        return Err(Errno::EINVAL.into());
+    }
+    if matches!(clock, g::CLOCK_REALTIME_ALARM | g::CLOCK_BOOTTIME_ALARM) && !task.tg.creds().has(CAP_WAKE_ALARM) {
+        return Err(Errno::EPERM.into());
+    }
+    let ops = Arc::new(TimerFd::new(clock, task.kernel.timers.clone()));
+    let nonblock = OpenFlags::from_bits_retain(flags & g::O_NONBLOCK);
+    let f = OpenFile::new(ops, None, OpenFlags::RDWR | nonblock);
+    Ok(task.files.install(f, flags & g::TFD_CLOEXEC != 0, 0)? as u64)
+}
+
+/// The timerfd open at `fd`: EBADF if none is, EINVAL if it is another
+/// kind of file.
+fn timerfd_at(task: &Task, fd: u64) -> Result<(Arc<OpenFile>, u32), SysError> {
+    let f = super::file(task, fd)?;
+    let clock = f.ops.downcast_ref::<TimerFd>().ok_or(Errno::EINVAL)?.clock();
+    Ok((f, clock))
+}
+
+pub fn timerfd_settime(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let flags = a[1] as u32;
+    let (value, interval) = read_its(task, a[2])?;
+    if flags & !(g::TFD_TIMER_ABSTIME | g::TFD_TIMER_CANCEL_ON_SET) != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let (f, clock) = timerfd_at(task, a[0])?;
+    let now = Instant::now();
+    let deadline = if value.is_zero() {
+        None
+    } else if flags & g::TFD_TIMER_ABSTIME != 0 {
+        // An absolute time is kept as the instant it comes on the clock
+        // now: the sandbox cannot set its clocks, so they never jump. For
+        // the same reason TFD_TIMER_CANCEL_ON_SET never cancels a read.
+        let on_clock = super::time::time_on(task, timerfd_clock(clock).expect("made with a timerfd clock"))?;
+        Some(timers::after(now, value.saturating_sub(on_clock)))
+    } else {
+        Some(timers::after(now, value))
+    };
+    let timer = f.ops.downcast_ref::<TimerFd>().expect("checked");
+    let old = timer.set(deadline, interval, flags);
+    if a[3] != 0 {
+        write_its(task, a[3], old)?;
+    }
+    Ok(0)
+}
+
+pub fn timerfd_gettime(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (f, _) = timerfd_at(task, a[0])?;
+    let s = f.ops.downcast_ref::<TimerFd>().expect("checked").get();
+    write_its(task, a[1], s)?;
+    Ok(0)
 }

@@ -13,6 +13,7 @@ pub mod mounts;
 pub mod pidfd;
 mod proc_source;
 mod run;
+pub mod signalfd;
 mod signals;
 mod tree;
 mod wait;

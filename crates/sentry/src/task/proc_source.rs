@@ -290,7 +290,8 @@ impl ProcSource for KernelProcSource {
         let flags = f.flags().bits() | if e.cloexec { linux_raw_sys::general::O_CLOEXEC } else { 0 };
         let mnt_id = f.dentry.as_ref().map_or(0, |d| d.mount.id);
         let ino = f.ops.stat().map_or(0, |s| s.ino);
-        Some(format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t{mnt_id}\nino:\t{ino}\n").into_bytes())
+        let extra = f.ops.fdinfo();
+        Some(format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t{mnt_id}\nino:\t{ino}\n{extra}").into_bytes())
     }
 
     fn write_file(&self, pid: i32, name: &str, data: &[u8]) -> Result<(), FsError> {

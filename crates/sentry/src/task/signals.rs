@@ -178,6 +178,7 @@ fn enqueue(tg: &ThreadGroup, thread: Option<&TaskShared>, info: SigInfo) -> Resu
         Some(t) => t.sig.lock().unwrap().pending.enqueue(info, account, limit)?,
         None => tg.shared_pending.lock().unwrap().enqueue(info, account, limit)?,
     };
+    super::signalfd::SIGNAL_ARRIVALS.notify_all();
     Ok(())
 }
 
