@@ -176,6 +176,25 @@ pub trait Interrupter: Send + Sync {
     fn interrupt(&self);
 }
 
+/// CPU time a context's application code used on host threads other than
+/// the one that calls [`Context::switch`]. Where the application runs on
+/// the calling thread itself (kvm: the vCPU thread), that thread's own CPU
+/// clock counts it and this reads zero.
+pub trait CpuClock: Send + Sync {
+    /// The time used so far; never decreases.
+    fn consumed(&self) -> std::time::Duration;
+}
+
+/// The CPU clock of a context whose application code runs on the calling
+/// thread.
+pub struct NoCpuClock;
+
+impl CpuClock for NoCpuClock {
+    fn consumed(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+}
+
 /// A context runs application code: it is the virtual CPU a task holds while
 /// it runs.
 pub trait Context: Send {
@@ -184,6 +203,11 @@ pub trait Context: Send {
     fn switch(&mut self, space: &dyn AddressSpace, regs: &mut Registers) -> Result<Event, PlatformError>;
     /// A handle other threads use to interrupt this context.
     fn interrupter(&self) -> Arc<dyn Interrupter>;
+    /// A handle other threads read the context's CPU time with (see
+    /// [`CpuClock`]).
+    fn cpu_clock(&self) -> Arc<dyn CpuClock> {
+        Arc::new(NoCpuClock)
+    }
     /// Makes now what the context needs to run in `space` (a host thread,
     /// on some platforms), so that a host that refuses it fails the call
     /// that made the context rather than its first switch.

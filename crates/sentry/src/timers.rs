@@ -1,8 +1,13 @@
-//! Timers that send signals: ITIMER_REAL (alarm, setitimer) and POSIX
-//! timers. One host thread serves every timer of the sandbox.
+//! Timers that send signals: interval timers (alarm, setitimer) and POSIX
+//! timers, on real-time clocks and on CPU clocks, and RLIMIT_CPU. One host
+//! thread serves every timer of the sandbox. Timers on CPU clocks are
+//! checked every tick while one is armed (or a process has a CPU limit):
+//! the CPU clocks of running threads are read live, so a thread spinning
+//! in application code is caught within a tick, as Linux's scheduler tick
+//! catches it.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -28,6 +33,34 @@ pub enum Target {
     Thread(i32),
 }
 
+/// The CPU clock a timer runs on: a process's or one thread's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuTimeOf {
+    Process(i32),
+    Thread(i32),
+}
+
+/// The CPU time on `of`, None if its process or thread is gone.
+pub fn cpu_time_of(k: &Kernel, of: CpuTimeOf) -> Option<Duration> {
+    match of {
+        CpuTimeOf::Process(pid) => {
+            let tg = k.procs.lock().unwrap().group(pid)?;
+            Some(tg.cpu_time())
+        }
+        CpuTimeOf::Thread(tid) => {
+            let t = k.procs.lock().unwrap().thread(tid)?;
+            Some(t.cpu_time())
+        }
+    }
+}
+
+/// How often CPU timers and limits are checked: Linux's tick, as the
+/// coarse clocks' resolution tells it (1/HZ), within 1 to 10 ms.
+fn cpu_tick() -> Duration {
+    let r = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
+    Duration::new(r.tv_sec as u64, r.tv_nsec as u32).clamp(Duration::from_millis(1), Duration::from_millis(10))
+}
+
 /// How a POSIX timer notifies (sigev_notify).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Notify {
@@ -39,10 +72,17 @@ struct Timer {
     process: i32,
     /// The clock of a POSIX timer (for absolute settings).
     clock: u32,
-    /// ITIMER_REAL, or the POSIX timer id.
+    /// The POSIX timer id; None for an interval timer.
     posix_id: Option<i32>,
+    /// Which interval timer (ITIMER_REAL, _VIRTUAL, _PROF).
+    itimer: u32,
     notify: Notify,
+    /// When it expires, on a real-time clock.
     deadline: Option<Instant>,
+    /// The CPU clock it runs on instead, and the time on it when it
+    /// expires.
+    cpu: Option<CpuTimeOf>,
+    cpu_deadline: Option<Duration>,
     interval: Duration,
     /// Expirations not signalled because the last signal was still pending.
     overrun: i32,
@@ -59,6 +99,10 @@ struct State {
     /// One-shot wake-ups of a wait queue at an instant: a timer
     /// descriptor's next expiry, which it counts itself when asked.
     wakes: HashMap<u64, (Instant, Weak<WaitQueue>)>,
+    /// Processes with a finite RLIMIT_CPU, checked every tick.
+    cpu_limited: HashSet<i32>,
+    /// When CPU clocks are looked at next, while anything runs on them.
+    next_cpu_check: Option<Instant>,
     next: u64,
     shutdown: bool,
 }
@@ -124,6 +168,11 @@ impl Timers {
                     wakes.extend(st.wakes.remove(&id).map(|(_, q)| q));
                 }
             }
+            let mut cpu_fired = Vec::new();
+            if st.next_cpu_check.is_some_and(|at| at <= now) {
+                st = self.check_cpu(st, &kernel, &mut cpu_fired);
+            }
+            due.extend(cpu_fired.iter().map(|(id, _)| *id));
             if !wakes.is_empty() {
                 // Waiters take the queue's lock and then ours: not under it.
                 drop(st);
@@ -133,7 +182,11 @@ impl Timers {
                 st = self.state.lock().unwrap();
             }
             for id in due {
-                let Some((info, target)) = self.expire(&mut st, id, now) else { continue };
+                let expired = match cpu_fired.iter().find(|(i, _)| *i == id) {
+                    Some((_, cpu_now)) => self.expire_cpu(&mut st, id, *cpu_now),
+                    None => self.expire(&mut st, id, now),
+                };
+                let Some((info, target)) = expired else { continue };
                 let Some(k) = kernel.upgrade() else { continue };
                 // Sending takes task locks; not under the timer lock.
                 drop(st);
@@ -152,8 +205,13 @@ impl Timers {
                     t.overrun = t.overrun.saturating_add(1);
                 }
             }
-            st = match st.heap.peek() {
-                Some(Reverse((at, _, _))) => {
+            let next = st.heap.peek().map(|Reverse((at, _, _))| *at);
+            let next = match (next, st.next_cpu_check) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            st = match next {
+                Some(at) => {
                     let wait = at.saturating_duration_since(Instant::now());
                     self.cv.wait_timeout(st, wait).unwrap().0
                 }
@@ -177,7 +235,89 @@ impl Timers {
             }
             t.deadline = Some(next);
         }
-        let signal = match t.notify {
+        let signal = Self::signal_of(t, id);
+        let generation = t.generation;
+        if let Some(d) = t.deadline {
+            st.heap.push(Reverse((d, id, generation)));
+        }
+        signal
+    }
+
+    /// Looks at the CPU clocks timers run on and the CPU time of limited
+    /// processes; returns the timers due, with the time on their clock.
+    /// The clocks are read without the timer lock (they take task locks).
+    fn check_cpu<'a>(
+        &'a self,
+        mut st: std::sync::MutexGuard<'a, State>,
+        kernel: &Weak<Kernel>,
+        fired: &mut Vec<(u64, Duration)>,
+    ) -> std::sync::MutexGuard<'a, State> {
+        let armed: Vec<(u64, u64, CpuTimeOf)> = st
+            .timers
+            .iter()
+            .filter_map(|(id, t)| Some((*id, t.generation, t.cpu?)).filter(|_| t.cpu_deadline.is_some()))
+            .collect();
+        let limited: Vec<i32> = st.cpu_limited.iter().copied().collect();
+        if armed.is_empty() && limited.is_empty() {
+            st.next_cpu_check = None;
+            return st;
+        }
+        st.next_cpu_check = Some(Instant::now() + cpu_tick());
+        let Some(k) = kernel.upgrade() else { return st };
+        drop(st);
+        let readings: Vec<(u64, u64, Option<Duration>)> =
+            armed.into_iter().map(|(id, generation, of)| (id, generation, cpu_time_of(&k, of))).collect();
+        let unlimited: Vec<i32> = limited.into_iter().filter(|pid| !enforce_cpu_limit(&k, *pid)).collect();
+        let mut st = self.state.lock().unwrap();
+        for pid in unlimited {
+            st.cpu_limited.remove(&pid);
+        }
+        for (id, generation, now) in readings {
+            let Some(now) = now else { continue };
+            let t = st.timers.get(&id);
+            if t.is_some_and(|t| t.generation == generation && t.cpu_deadline.is_some_and(|d| d <= now)) {
+                fired.push((id, now));
+            }
+        }
+        st
+    }
+
+    /// Makes sure the CPU clocks are looked at within a tick.
+    fn watch_cpu(&self, st: &mut State) {
+        if st.next_cpu_check.is_none() {
+            st.next_cpu_check = Some(Instant::now() + cpu_tick());
+            self.cv.notify_all();
+        }
+    }
+
+    /// A process's RLIMIT_CPU is finite: it is enforced from now on.
+    pub fn watch_cpu_limit(&self, pid: i32) {
+        let mut st = self.state.lock().unwrap();
+        st.cpu_limited.insert(pid);
+        self.watch_cpu(&mut st);
+    }
+
+    /// [`Timers::expire`] for a timer on a CPU clock that reads `now`.
+    fn expire_cpu(&self, st: &mut State, id: u64, now: Duration) -> Option<(SigInfo, Target)> {
+        let t = st.timers.get_mut(&id)?;
+        // Re-armed since it was seen due: not due.
+        let deadline = t.cpu_deadline.filter(|d| *d <= now)?;
+        if t.interval.is_zero() {
+            t.cpu_deadline = None;
+        } else {
+            // Missed periods count as overruns.
+            let period = t.interval.as_nanos();
+            let missed = (now.saturating_sub(deadline)).as_nanos() / period;
+            t.overrun = t.overrun.saturating_add(missed.min(i32::MAX as u128) as i32);
+            t.cpu_deadline =
+                deadline.checked_add(Duration::from_nanos(((missed + 1) * period).min(u64::MAX as u128) as u64));
+        }
+        Self::signal_of(t, id)
+    }
+
+    /// The signal a timer's expiry sends, if any.
+    fn signal_of(t: &Timer, id: u64) -> Option<(SigInfo, Target)> {
+        match t.notify {
             Notify::None => None,
             Notify::Signal { signo, value, target } => {
                 let (fields, c) = match t.posix_id {
@@ -189,12 +329,7 @@ impl Timers {
                 };
                 Some((SigInfo { signo, errno: 0, code: c, fields }, target))
             }
-        };
-        let generation = t.generation;
-        if let Some(d) = t.deadline {
-            st.heap.push(Reverse((d, id, generation)));
         }
-        signal
     }
 
     /// A POSIX timer's signal is being delivered or taken by sigtimedwait:
@@ -211,17 +346,24 @@ impl Timers {
         Some(t.last_overrun)
     }
 
-    fn arm(&self, st: &mut State, id: u64, s: Setting) -> Setting {
+    /// Arms timer `id` with `s`; `cpu_now` is the time on its CPU clock,
+    /// for a timer on one. Returns the previous setting.
+    fn arm(&self, st: &mut State, id: u64, s: Setting, cpu_now: Option<Duration>) -> Setting {
         let now = Instant::now();
         let t = st.timers.get_mut(&id).expect("timer exists");
-        let old = Setting {
-            value: t.deadline.map(|d| d.saturating_duration_since(now)).unwrap_or_default(),
-            interval: t.interval,
-        };
+        let old = Setting { value: remaining(t, now, cpu_now), interval: t.interval };
         t.generation += 1;
         t.interval = s.interval.min(TIME_MAX);
-        t.deadline = (!s.value.is_zero()).then(|| after(now, s.value));
         t.overrun = 0;
+        if t.cpu.is_some() {
+            let base = cpu_now.unwrap_or_default();
+            t.cpu_deadline = (!s.value.is_zero()).then(|| base.saturating_add(s.value.min(TIME_MAX)));
+            if t.cpu_deadline.is_some() {
+                self.watch_cpu(st);
+            }
+            return old;
+        }
+        t.deadline = (!s.value.is_zero()).then(|| after(now, s.value));
         if let Some(d) = t.deadline {
             let g = t.generation;
             st.heap.push(Reverse((d, id, g)));
@@ -230,24 +372,31 @@ impl Timers {
         old
     }
 
-    fn itimer_id(st: &mut State, process: i32) -> u64 {
-        if let Some((id, _)) = st.timers.iter().find(|(_, t)| t.process == process && t.posix_id.is_none()) {
+    fn itimer_id(st: &mut State, process: i32, which: u32) -> u64 {
+        use linux_raw_sys::general as g;
+        if let Some((id, _)) =
+            st.timers.iter().find(|(_, t)| t.process == process && t.posix_id.is_none() && t.itimer == which)
+        {
             return *id;
         }
+        let (signo, cpu) = match which {
+            g::ITIMER_VIRTUAL => (g::SIGVTALRM, Some(CpuTimeOf::Process(process))),
+            g::ITIMER_PROF => (g::SIGPROF, Some(CpuTimeOf::Process(process))),
+            _ => (g::SIGALRM, None),
+        };
         st.next += 1;
         let id = st.next;
         st.timers.insert(
             id,
             Timer {
                 process,
-                clock: linux_raw_sys::general::CLOCK_MONOTONIC,
+                clock: g::CLOCK_MONOTONIC,
                 posix_id: None,
-                notify: Notify::Signal {
-                    signo: linux_raw_sys::general::SIGALRM,
-                    value: 0,
-                    target: Target::Process(process),
-                },
+                itimer: which,
+                notify: Notify::Signal { signo, value: 0, target: Target::Process(process) },
                 deadline: None,
+                cpu,
+                cpu_deadline: None,
                 interval: Duration::ZERO,
                 overrun: 0,
                 last_overrun: 0,
@@ -259,20 +408,23 @@ impl Timers {
 
     /// setitimer(ITIMER_REAL) / alarm: returns the previous setting.
     pub fn set_itimer_real(&self, process: i32, s: Setting) -> Setting {
-        let mut st = self.state.lock().unwrap();
-        let id = Self::itimer_id(&mut st, process);
-        self.arm(&mut st, id, s)
+        self.set_itimer(process, linux_raw_sys::general::ITIMER_REAL, s, None)
     }
 
-    /// getitimer(ITIMER_REAL).
-    pub fn get_itimer_real(&self, process: i32) -> Setting {
+    /// setitimer: returns the previous setting. `cpu_now` is the process's
+    /// CPU time, for ITIMER_VIRTUAL and ITIMER_PROF.
+    pub fn set_itimer(&self, process: i32, which: u32, s: Setting, cpu_now: Option<Duration>) -> Setting {
         let mut st = self.state.lock().unwrap();
-        let id = Self::itimer_id(&mut st, process);
+        let id = Self::itimer_id(&mut st, process, which);
+        self.arm(&mut st, id, s, cpu_now)
+    }
+
+    /// getitimer.
+    pub fn get_itimer(&self, process: i32, which: u32, cpu_now: Option<Duration>) -> Setting {
+        let mut st = self.state.lock().unwrap();
+        let id = Self::itimer_id(&mut st, process, which);
         let t = &st.timers[&id];
-        Setting {
-            value: t.deadline.map(|d| d.saturating_duration_since(Instant::now())).unwrap_or_default(),
-            interval: t.interval,
-        }
+        Setting { value: remaining(t, Instant::now(), cpu_now), interval: t.interval }
     }
 
     fn posix(st: &State, process: i32, posix_id: i32) -> Option<u64> {
@@ -284,7 +436,7 @@ impl Timers {
     /// preallocates each timer's signal against its user's
     /// RLIMIT_SIGPENDING and fails with EAGAIN past it; the sandbox is one
     /// user.)
-    pub fn create(&self, process: i32, clock: u32, notify: Notify, limit: u64) -> Option<i32> {
+    pub fn create(&self, process: i32, clock: u32, cpu: Option<CpuTimeOf>, notify: Notify, limit: u64) -> Option<i32> {
         let mut st = self.state.lock().unwrap();
         if st.timers.values().filter(|t| t.posix_id.is_some()).count() as u64 >= limit {
             return None;
@@ -304,8 +456,11 @@ impl Timers {
                 process,
                 clock,
                 posix_id: Some(posix_id),
+                itimer: 0,
                 notify,
                 deadline: None,
+                cpu,
+                cpu_deadline: None,
                 interval: Duration::ZERO,
                 overrun: 0,
                 last_overrun: 0,
@@ -315,27 +470,26 @@ impl Timers {
         Some(posix_id)
     }
 
-    /// timer_settime: None if there is no such timer.
-    pub fn settime(&self, process: i32, posix_id: i32, s: Setting) -> Option<Setting> {
+    /// timer_settime: None if there is no such timer. `cpu_now`: the
+    /// time on its CPU clock, for a timer on one.
+    pub fn settime(&self, process: i32, posix_id: i32, s: Setting, cpu_now: Option<Duration>) -> Option<Setting> {
         let mut st = self.state.lock().unwrap();
         let id = Self::posix(&st, process, posix_id)?;
-        Some(self.arm(&mut st, id, s))
+        Some(self.arm(&mut st, id, s, cpu_now))
     }
 
-    /// The clock of a POSIX timer.
-    pub fn clock(&self, process: i32, posix_id: i32) -> Option<u32> {
+    /// The clock of a POSIX timer, and the CPU clock it names if it is one.
+    pub fn clock(&self, process: i32, posix_id: i32) -> Option<(u32, Option<CpuTimeOf>)> {
         let st = self.state.lock().unwrap();
-        Some(st.timers[&Self::posix(&st, process, posix_id)?].clock)
+        let t = &st.timers[&Self::posix(&st, process, posix_id)?];
+        Some((t.clock, t.cpu))
     }
 
     /// timer_gettime.
-    pub fn gettime(&self, process: i32, posix_id: i32) -> Option<Setting> {
+    pub fn gettime(&self, process: i32, posix_id: i32, cpu_now: Option<Duration>) -> Option<Setting> {
         let st = self.state.lock().unwrap();
         let t = &st.timers[&Self::posix(&st, process, posix_id)?];
-        Some(Setting {
-            value: t.deadline.map(|d| d.saturating_duration_since(Instant::now())).unwrap_or_default(),
-            interval: t.interval,
-        })
+        Some(Setting { value: remaining(t, Instant::now(), cpu_now), interval: t.interval })
     }
 
     /// timer_getoverrun.
@@ -359,7 +513,9 @@ impl Timers {
     /// Drops every timer of a process that has exited (or exec'd, for
     /// POSIX timers).
     pub fn cancel_process(&self, process: i32) {
-        self.state.lock().unwrap().timers.retain(|_, t| t.process != process);
+        let mut st = self.state.lock().unwrap();
+        st.timers.retain(|_, t| t.process != process);
+        st.cpu_limited.remove(&process);
     }
 
     /// A key for [`Timers::wake_at`].
@@ -391,6 +547,42 @@ impl Timers {
     pub fn cancel_posix(&self, process: i32) {
         self.state.lock().unwrap().timers.retain(|_, t| t.process != process || t.posix_id.is_none());
     }
+}
+
+/// Time to a timer's next expiry (zero: disarmed). A timer on a CPU clock
+/// that is due but not yet seen to be is about to expire: 1 ns, as Linux
+/// says.
+fn remaining(t: &Timer, now: Instant, cpu_now: Option<Duration>) -> Duration {
+    match (t.cpu, t.cpu_deadline) {
+        (Some(_), Some(d)) => d.saturating_sub(cpu_now.unwrap_or_default()).max(Duration::from_nanos(1)),
+        (Some(_), None) => Duration::ZERO,
+        _ => t.deadline.map(|d| d.saturating_duration_since(now)).unwrap_or_default(),
+    }
+}
+
+/// Linux's check for RLIMIT_CPU, every tick: SIGKILL at the hard limit;
+/// SIGXCPU at the soft limit, which then moves a second on, so that
+/// another comes every second of CPU time. False once the limit is gone.
+fn enforce_cpu_limit(k: &Kernel, pid: i32) -> bool {
+    use linux_raw_sys::general as g;
+    // A child not yet in the tree is watched from its fork; an exited
+    // process is forgotten by cancel_process.
+    let Some(tg) = k.procs.lock().unwrap().group(pid) else { return true };
+    let limit = tg.rlimit(g::RLIMIT_CPU);
+    if limit.cur == crate::task::RLIM_INFINITY {
+        return false;
+    }
+    let used = tg.cpu_time();
+    let secs = |s: u64| Duration::from_secs(s);
+    if limit.max != crate::task::RLIM_INFINITY && used >= secs(limit.max) {
+        crate::task::send_to_group(k, &tg, SigInfo::kernel(g::SIGKILL));
+        return false;
+    }
+    if used >= secs(limit.cur) {
+        tg.rlimits.lock().unwrap().0[g::RLIMIT_CPU as usize].cur = limit.cur + 1;
+        crate::task::send_to_group(k, &tg, SigInfo::kernel(g::SIGXCPU));
+    }
+    true
 }
 
 /// True if the signal of this arming of a timer waits to be delivered at

@@ -120,8 +120,8 @@ use std::time::Instant;
 use memory::{Frame, MemoryFile};
 
 use crate::{
-    Access, AddressSpace, Context, Event, Exception, ExitCounts, FAST_PATH_SYSCALLS, FastPathState, Fault, FpState,
-    Interrupter, Platform, PlatformError, PlatformStats, Registers,
+    Access, AddressSpace, Context, CpuClock, Event, Exception, ExitCounts, FAST_PATH_SYSCALLS, FastPathState, Fault,
+    FpState, Interrupter, Platform, PlatformError, PlatformStats, Registers,
 };
 
 /// The host signal that interrupts application code in a stub.
@@ -330,6 +330,7 @@ impl Platform for TrapPlatform {
             shared: self.shared.clone(),
             thread: None,
             kick: Arc::new(Kick { pending: AtomicBool::new(false), target: Mutex::new((0, 0)) }),
+            cpu: Arc::new(StubCpuClock::default()),
             pending_fp: Some(FpState::default()),
             counts: ExitCounts::default(),
             sentry_polls: self.shared.spin_max,
@@ -767,12 +768,68 @@ impl Interrupter for Kick {
     }
 }
 
+/// The CPU time of a context's stub threads: the host's count for the
+/// thread it runs on now (`/proc/PID/task/TID/schedstat`, nanoseconds the
+/// scheduler ran it) and what the threads it left behind had used.
+#[derive(Default)]
+struct StubCpuClock {
+    retired: std::sync::atomic::AtomicU64,
+    /// The current thread's count, and its last reading: a thread the host
+    /// ended (its stub killed) keeps what it had.
+    current: Mutex<Option<(std::fs::File, u64)>>,
+}
+
+impl StubCpuClock {
+    fn read(f: &std::fs::File) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 64];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().next()?.parse().ok()
+    }
+
+    fn live(cur: &mut Option<(std::fs::File, u64)>) -> u64 {
+        match cur {
+            Some((f, last)) => {
+                *last = Self::read(f).unwrap_or(*last).max(*last);
+                *last
+            }
+            None => 0,
+        }
+    }
+
+    /// Starts counting the stub thread `tid` of process `pid`, after the
+    /// one before it, which no longer runs.
+    fn follow(&self, pid: i32, tid: i32) {
+        let file = std::fs::File::open(format!("/proc/{pid}/task/{tid}/schedstat")).ok();
+        self.leave();
+        *self.current.lock().unwrap() = file.map(|f| (f, 0));
+    }
+
+    /// Stops counting the current thread: what it used so far is kept.
+    fn leave(&self) {
+        let mut cur = self.current.lock().unwrap();
+        // Retired before the thread is let go, so no reader sees it twice
+        // or not at all.
+        self.retired.fetch_add(Self::live(&mut cur), Ordering::AcqRel);
+        *cur = None;
+    }
+}
+
+impl CpuClock for StubCpuClock {
+    fn consumed(&self) -> std::time::Duration {
+        let mut cur = self.current.lock().unwrap();
+        let live = Self::live(&mut cur);
+        std::time::Duration::from_nanos(self.retired.load(Ordering::Acquire) + live)
+    }
+}
+
 /// A context: one stub thread at a time, in the stub of the address space
 /// it last ran.
 pub struct TrapContext {
     shared: Arc<Shared>,
     thread: Option<StubThread>,
     kick: Arc<Kick>,
+    cpu: Arc<StubCpuClock>,
     /// FP state to load into the frame before the thread next runs.
     pending_fp: Option<FpState>,
     counts: ExitCounts,
@@ -916,6 +973,10 @@ impl Context for TrapContext {
         self.kick.clone()
     }
 
+    fn cpu_clock(&self) -> Arc<dyn CpuClock> {
+        self.cpu.clone()
+    }
+
     fn attach(&mut self, space: &dyn AddressSpace) -> Result<(), PlatformError> {
         self.enter(trap_space(space)?)
     }
@@ -961,10 +1022,12 @@ impl TrapContext {
                     self.pending_fp = self.read_fp(&t).ok();
                 }
                 *self.kick.target.lock().unwrap() = (0, 0);
+                self.cpu.leave();
                 drop(t);
             }
             let t = space.stub.new_thread()?;
             *self.kick.target.lock().unwrap() = (space.stub.pid, t.tid);
+            self.cpu.follow(space.stub.pid, t.tid);
             self.thread = Some(t);
         }
         Ok(())
@@ -1036,6 +1099,8 @@ fn adapt(polls: u32, ran_out: bool, max: u32) -> u32 {
 
 impl Drop for TrapContext {
     fn drop(&mut self) {
+        // The thread goes with the context: its time stays counted.
+        self.cpu.leave();
         self.shared.retired_counts.lock().unwrap().add(&self.counts);
     }
 }

@@ -735,6 +735,7 @@ fn set_rlimit(task: &Task, target: &LimitTarget, resource: u32, new: Rlimit) -> 
                 mm.set_stack_limit(new.cur);
             }
         }
+        g::RLIMIT_CPU if new.cur != crate::task::RLIM_INFINITY => task.kernel.timers.watch_cpu_limit(tg.tgid),
         _ => {}
     }
     Ok(old)
@@ -783,32 +784,19 @@ fn timeval_of(d: std::time::Duration) -> g::__kernel_old_timeval {
     t
 }
 
-/// CPU time of the calling thread, from the host thread that runs it.
-fn thread_cpu_time() -> std::time::Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// CPU time of the whole process: live threads (this one measured now,
-/// others at their last exit) and threads that have exited.
-fn process_cpu(task: &Task) -> (std::time::Duration, std::time::Duration) {
-    let st = task.tg.state.lock().unwrap();
-    let dead = std::time::Duration::from_nanos(st.dead_threads_ns);
-    let children = std::time::Duration::from_nanos(st.children_ns);
-    (thread_cpu_time() + dead, children)
-}
-
 pub fn getrusage(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let who = a[0] as i32;
     if ![g::RUSAGE_SELF as i32, g::RUSAGE_CHILDREN, g::RUSAGE_THREAD as i32].contains(&who) {
         return Err(Errno::EINVAL.into());
     }
     let mut r = <g::rusage as crate::abi::Pod>::zeroed();
-    let (own, children) = process_cpu(task);
+    // The sentry does not tell the application's time from its own
+    // handling: all of it is user time.
     if who == g::RUSAGE_CHILDREN {
-        r.ru_utime = timeval_of(children);
+        r.ru_utime = timeval_of(task.tg.children_cpu_time());
     } else {
-        r.ru_utime = timeval_of(if who == g::RUSAGE_THREAD as i32 { thread_cpu_time() } else { own });
+        r.ru_utime =
+            timeval_of(if who == g::RUSAGE_THREAD as i32 { task.shared.cpu_time() } else { task.tg.cpu_time() });
         r.ru_maxrss = (task.mm.resident_pages() * 4) as _;
     }
     task.mm.write_pod(a[1], &r)?;
@@ -818,8 +806,7 @@ pub fn getrusage(task: &mut Task, a: &[u64; 6]) -> SysResult {
 pub fn times(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let ticks = |d: std::time::Duration| (d.as_millis() / 10) as u64;
     if a[0] != 0 {
-        let (own, children) = process_cpu(task);
-        let v = [ticks(own), 0u64, ticks(children), 0];
+        let v = [ticks(task.tg.cpu_time()), 0u64, ticks(task.tg.children_cpu_time()), 0];
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         task.mm.copy_out(a[0], &bytes)?;
     }

@@ -1,5 +1,6 @@
 //! Clocks and sleeping.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use linux_raw_sys::general as g;
@@ -7,7 +8,7 @@ use rustix::time::ClockId;
 
 use super::{SysError, SysResult, read_timespec};
 use crate::errno::Errno;
-use crate::task::{BlockError, RestartBlock, Task, block_on};
+use crate::task::{BlockError, RestartBlock, Task, TaskShared, ThreadGroup, block_on};
 use crate::timers;
 use crate::vdso::ClockKind;
 
@@ -74,12 +75,80 @@ fn write_ts(task: &Task, addr: u64, sec: i64, nsec: i64) -> SysResult {
     Ok(0)
 }
 
+/// What a CPU clock measures: one thread or a whole process.
+pub(super) enum CpuTarget {
+    Thread(Arc<TaskShared>),
+    Process(Arc<ThreadGroup>),
+}
+
+impl CpuTarget {
+    pub(super) fn cpu_time(&self) -> Duration {
+        match self {
+            CpuTarget::Thread(t) => t.cpu_time(),
+            CpuTarget::Process(tg) => tg.cpu_time(),
+        }
+    }
+}
+
+/// Linux's CPUCLOCK_SCHED: the clock of scheduled time, which
+/// CLOCK_PROCESS_CPUTIME_ID and CLOCK_THREAD_CPUTIME_ID are.
+const CPUCLOCK_SCHED: u32 = 2;
+
+/// The thread or process a CPU clock id names, and which of its three
+/// clocks (CPUCLOCK_PROF, _VIRT, _SCHED); None if `id` is no CPU clock.
+/// Other processes' clocks are encoded as Linux's MAKE_PROCESS_CPUCLOCK
+/// (clock_getcpuclockid), other threads' as MAKE_THREAD_CPUCLOCK
+/// (pthread_getcpuclockid), pid 0 meaning the caller; a thread's clock
+/// is only for threads of the caller's process. With `gettime`, a
+/// process clock may name the caller by its thread id, as Linux allows.
+pub(super) fn cpu_clock(task: &Task, id: i32, gettime: bool) -> Result<Option<(CpuTarget, u32)>, SysError> {
+    let (pid, per_thread, which) = match id {
+        _ if id as u32 == g::CLOCK_PROCESS_CPUTIME_ID => (0, false, CPUCLOCK_SCHED),
+        _ if id as u32 == g::CLOCK_THREAD_CPUTIME_ID => (0, true, CPUCLOCK_SCHED),
+        _ if id < 0 => (!(id >> 3), id & 4 != 0, (id & 3) as u32),
+        _ => return Ok(None),
+    };
+    if which > CPUCLOCK_SCHED {
+        return Err(Errno::EINVAL.into());
+    }
+    let target = if per_thread {
+        if pid == 0 {
+            CpuTarget::Thread(task.shared.clone())
+        } else {
+            let t = task.kernel.procs.lock().unwrap().thread(pid);
+            CpuTarget::Thread(t.filter(|t| Arc::ptr_eq(&t.tg, &task.tg)).ok_or(Errno::EINVAL)?)
+        }
+    } else if pid == 0 || (gettime && pid == task.tid()) {
+        CpuTarget::Process(task.tg.clone())
+    } else {
+        CpuTarget::Process(task.kernel.procs.lock().unwrap().group(pid).ok_or(Errno::EINVAL)?)
+    };
+    Ok(Some((target, which)))
+}
+
 pub fn clock_gettime(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if let Some((target, _)) = cpu_clock(task, a[0] as i32, true)? {
+        // Every CPU time is user time here (see getrusage): the three
+        // clocks read the same.
+        let d = target.cpu_time();
+        return write_ts(task, a[1], d.as_secs() as i64, d.subsec_nanos() as i64);
+    }
     let t = now(task, clock_of(a[0])?);
     write_ts(task, a[1], t.tv_sec, t.tv_nsec)
 }
 
 pub fn clock_getres(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if let Some((_, which)) = cpu_clock(task, a[0] as i32, false)? {
+        if a[1] == 0 {
+            return Ok(0);
+        }
+        // Linux's: nanoseconds for scheduled time, a tick for the others.
+        if which == CPUCLOCK_SCHED {
+            return write_ts(task, a[1], 0, 1);
+        }
+        let r = rustix::time::clock_getres(ClockId::RealtimeCoarse);
+        return write_ts(task, a[1], r.tv_sec, r.tv_nsec);
+    }
     let c = clock_of(a[0])?;
     if a[1] == 0 {
         return Ok(0);

@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 use linux_raw_sys::general as g;
 use rustix::time::ClockId;
 
+use super::time::CpuTarget;
 use super::{SysError, SysResult};
 use crate::errno::Errno;
 use crate::fs::{OpenFile, OpenFlags};
 use crate::task::Task;
 use crate::timerfd::TimerFd;
-use crate::timers::{self, Notify, Setting, Target};
+use crate::timers::{self, CpuTimeOf, Notify, Setting, Target};
 
 fn timeval(d: Duration) -> g::timeval {
     let mut t = <g::timeval as crate::abi::Pod>::zeroed();
@@ -48,20 +49,37 @@ fn write_itimerval(task: &Task, addr: u64, s: Setting) -> Result<(), SysError> {
     Ok(())
 }
 
-pub fn getitimer(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] as u32 != g::ITIMER_REAL {
-        return Err(Errno::EINVAL.into());
+/// The interval timer `which` names, and for those on the process's CPU
+/// clock (ITIMER_VIRTUAL, ITIMER_PROF) its CPU time now.
+fn itimer(task: &Task, which: u64) -> Result<(u32, Option<Duration>), SysError> {
+    match which as u32 {
+        g::ITIMER_REAL => Ok((g::ITIMER_REAL, None)),
+        // All CPU time is user time here (see getrusage), so the virtual
+        // and profiling timers run on the same clock.
+        w @ (g::ITIMER_VIRTUAL | g::ITIMER_PROF) if which <= u32::MAX as u64 => Ok((w, Some(task.tg.cpu_time()))),
+        _ => Err(Errno::EINVAL.into()),
     }
-    let s = task.kernel.timers.get_itimer_real(task.tg.tgid);
-    write_itimerval(task, a[1], s)?;
+}
+
+/// A timer on a CPU clock that is due is about to fire: Linux reports a
+/// tick left rather than a value that reads as disarmed.
+fn itimer_shown(s: Setting, cpu: bool) -> Setting {
+    if cpu && !s.value.is_zero() && s.value < Duration::from_micros(1) {
+        let r = rustix::time::clock_getres(ClockId::RealtimeCoarse);
+        return Setting { value: Duration::new(r.tv_sec as u64, r.tv_nsec as u32), ..s };
+    }
+    s
+}
+
+pub fn getitimer(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    let (which, cpu_now) = itimer(task, a[0])?;
+    let s = task.kernel.timers.get_itimer(task.tg.tgid, which, cpu_now);
+    write_itimerval(task, a[1], itimer_shown(s, cpu_now.is_some()))?;
     Ok(0)
 }
 
 pub fn setitimer(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] as u32 != g::ITIMER_REAL {
-        // Only real-time interval timers are provided.
-        return Err(Errno::EINVAL.into());
-    }
+    let (which, cpu_now) = itimer(task, a[0])?;
     let new = if a[1] == 0 {
         Setting::default()
     } else {
@@ -74,9 +92,9 @@ pub fn setitimer(task: &mut Task, a: &[u64; 6]) -> SysResult {
         };
         Setting { value: d(v.it_value)?, interval: d(v.it_interval)? }
     };
-    let old = task.kernel.timers.set_itimer_real(task.tg.tgid, new);
+    let old = task.kernel.timers.set_itimer(task.tg.tgid, which, new, cpu_now);
     if a[2] != 0 {
-        write_itimerval(task, a[2], old)?;
+        write_itimerval(task, a[2], itimer_shown(old, cpu_now.is_some()))?;
     }
     Ok(0)
 }
@@ -90,9 +108,20 @@ fn clock_id(c: u32) -> Result<ClockId, SysError> {
     })
 }
 
+/// The CPU clock `clock` names, if it names one.
+fn cpu_timer_clock(task: &Task, clock: u32) -> Result<Option<CpuTimeOf>, SysError> {
+    Ok(super::time::cpu_clock(task, clock as i32, false)?.map(|(target, _)| match target {
+        CpuTarget::Thread(t) => CpuTimeOf::Thread(t.tid()),
+        CpuTarget::Process(tg) => CpuTimeOf::Process(tg.tgid),
+    }))
+}
+
 pub fn timer_create(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let clock = a[0] as u32;
-    clock_id(clock)?;
+    let cpu = cpu_timer_clock(task, clock)?;
+    if cpu.is_none() {
+        clock_id(clock)?;
+    }
     let notify = if a[1] == 0 {
         Notify::Signal { signo: g::SIGALRM, value: u64::MAX, target: Target::Process(task.tg.tgid) }
     } else {
@@ -119,7 +148,7 @@ pub fn timer_create(task: &mut Task, a: &[u64; 6]) -> SysResult {
         }
     };
     let limit = task.tg.rlimit(g::RLIMIT_SIGPENDING).cur;
-    let id = task.kernel.timers.create(task.tg.tgid, clock, notify, limit).ok_or(Errno::EAGAIN)?;
+    let id = task.kernel.timers.create(task.tg.tgid, clock, cpu, notify, limit).ok_or(Errno::EAGAIN)?;
     if let Err(e) = task.mm.write(a[2], &id) {
         task.kernel.timers.delete(task.tg.tgid, id);
         return Err(Errno::from(e).into());
@@ -150,14 +179,21 @@ pub fn timer_settime(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let id = a[0] as i32;
     let (mut value, interval) = read_its(task, a[2])?;
     let pid = task.tg.tgid;
-    let clock = task.kernel.timers.clock(pid, id).ok_or(Errno::EINVAL)?;
+    let (clock, cpu) = task.kernel.timers.clock(pid, id).ok_or(Errno::EINVAL)?;
+    // The thread whose clock it runs on may be gone.
+    let cpu_now = cpu.map(|c| timers::cpu_time_of(&task.kernel, c).ok_or(Errno::ESRCH)).transpose()?;
     if a[1] as u32 & g::TIMER_ABSTIME != 0 && !value.is_zero() {
-        let now = rustix::time::clock_gettime(clock_id(clock)?);
-        let now = Duration::new(now.tv_sec as u64, now.tv_nsec as u32);
+        let now = match cpu_now {
+            Some(now) => now,
+            None => {
+                let now = rustix::time::clock_gettime(clock_id(clock)?);
+                Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+            }
+        };
         // A time already past fires at once.
         value = value.saturating_sub(now).max(Duration::from_nanos(1));
     }
-    let old = task.kernel.timers.settime(pid, id, Setting { value, interval }).ok_or(Errno::EINVAL)?;
+    let old = task.kernel.timers.settime(pid, id, Setting { value, interval }, cpu_now).ok_or(Errno::EINVAL)?;
     if a[3] != 0 {
         write_its(task, a[3], old)?;
     }
@@ -165,7 +201,9 @@ pub fn timer_settime(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn timer_gettime(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let s = task.kernel.timers.gettime(task.tg.tgid, a[0] as i32).ok_or(Errno::EINVAL)?;
+    let (_, cpu) = task.kernel.timers.clock(task.tg.tgid, a[0] as i32).ok_or(Errno::EINVAL)?;
+    let cpu_now = cpu.and_then(|c| timers::cpu_time_of(&task.kernel, c));
+    let s = task.kernel.timers.gettime(task.tg.tgid, a[0] as i32, cpu_now).ok_or(Errno::EINVAL)?;
     write_its(task, a[1], s)?;
     Ok(0)
 }

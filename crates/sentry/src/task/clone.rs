@@ -170,6 +170,11 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         info.started = std::time::Instant::now();
         *tg.info.lock().unwrap() = info;
         *tg.rlimits.lock().unwrap() = parent.tg.rlimits.lock().unwrap().clone();
+        // A CPU limit is inherited with the rest, and enforced for the child
+        // on its own CPU time.
+        if tg.rlimit(g::RLIMIT_CPU).cur != super::RLIM_INFINITY {
+            parent.kernel.timers.watch_cpu_limit(tid);
+        }
         *tg.view.lock().unwrap() = Some(ProcessView { mm: mm.clone(), fs: fs.clone(), files: files.clone() });
         tg
     };

@@ -95,9 +95,7 @@ pub fn exit_thread(mut task: Task) {
         }
     }
     task.release_robust_futexes();
-    let cpu = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    let cpu_ns = cpu.tv_sec as u64 * 1_000_000_000 + cpu.tv_nsec as u64;
-    task.shared.cpu_ns.store(cpu_ns, std::sync::atomic::Ordering::Relaxed);
+    let cpu_ns = task.shared.stop_cpu_clock();
     let tid = task.tid();
     let last = {
         let mut threads = tg.threads.lock().unwrap();

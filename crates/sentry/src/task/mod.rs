@@ -7,6 +7,7 @@
 
 mod block;
 mod clone;
+mod cpu;
 pub mod exec;
 mod exit;
 pub mod mounts;
@@ -185,8 +186,10 @@ pub struct TaskShared {
     /// The task must exit at its next chance (group exit, SIGKILL, exec of
     /// another thread).
     killed: AtomicBool,
-    /// CPU time the host thread used, recorded when it exits.
+    /// CPU time the task used, recorded when it exits.
     pub cpu_ns: AtomicU64,
+    /// Where its CPU time is read while it runs.
+    cpu_source: Mutex<Option<cpu::CpuSource>>,
     /// The thread's name (PR_SET_NAME, at most 15 bytes).
     pub comm: Mutex<Vec<u8>>,
     /// PR_SET_NO_NEW_PRIVS: set once, inherited by clone and kept by execve.
@@ -234,6 +237,7 @@ impl TaskShared {
             interrupter: Mutex::new(None),
             killed: AtomicBool::new(false),
             cpu_ns: AtomicU64::new(0),
+            cpu_source: Mutex::new(None),
             comm: Mutex::new(Vec::new()),
             no_new_privs: AtomicBool::new(false),
             // The first task's is set by the sandbox, a clone's copied

@@ -42,9 +42,7 @@ fn ticks(ns: u64) -> u64 {
 /// CPU time of a process's threads, live and exited, and of its reaped
 /// children.
 fn cpu_ns(tg: &ThreadGroup) -> (u64, u64) {
-    let live: u64 = tg.threads.lock().unwrap().iter().map(|t| t.cpu_ns.load(Ordering::Relaxed)).sum();
-    let st = tg.state.lock().unwrap();
-    (st.dead_threads_ns + live, st.children_ns)
+    (tg.cpu_time().as_nanos() as u64, tg.children_cpu_time().as_nanos() as u64)
 }
 
 /// CPU time every process of the sandbox has used, the reaped included
@@ -203,7 +201,7 @@ fn stat(k: &Kernel, tg: &Arc<ThreadGroup>, thread: Option<&Arc<TaskShared>>, com
     let (letter, _) = state_of(tg, thread.map(|t| t.tid()));
     let threads = tg.threads.lock().unwrap().len();
     let (own, children) = cpu_ns(tg);
-    let utime = ticks(thread.map_or(own, |t| t.cpu_ns.load(Ordering::Relaxed)));
+    let utime = ticks(thread.map_or(own, |t| t.cpu_time().as_nanos() as u64));
     let cutime = ticks(children);
     let exit_signal = tg.state.lock().unwrap().exit_signal;
     let start = ticks(started.saturating_duration_since(k.started).as_nanos() as u64);

@@ -93,6 +93,7 @@ impl Task {
 pub fn run_task(mut task: Task) {
     set_current(Some(task.shared.clone()));
     task.shared.set_interrupter(Some(task.ctx.interrupter()));
+    task.shared.start_cpu_clock(task.ctx.cpu_clock());
     let kernel = task.kernel.clone();
     let timing = kernel.stats.timing();
     let born = timing.then(Instant::now);
