@@ -283,8 +283,35 @@ static void posix_cpu_timers(void) {
     signal(SIGUSR2, SIG_DFL);
 }
 
+static volatile int stop_spinning;
+
+static void *spin_until_stopped(void *arg) {
+    while (!stop_spinning)
+        ;
+    return arg;
+}
+
+/* Sleeping on the process's CPU clock lasts until the other thread has
+ * spun that long; a thread's clock is no clock to sleep on. */
+static void cpu_sleeps(void) {
+    struct timespec d = {0, 20 * MS};
+    CHECK(clock_nanosleep(CLOCK_THREAD_CPUTIME_ID, 0, &d, NULL) == EINVAL);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, spin_until_stopped, NULL) == 0);
+    int64_t before = now_on(CLOCK_PROCESS_CPUTIME_ID);
+    CHECK(clock_nanosleep(CLOCK_PROCESS_CPUTIME_ID, 0, &d, NULL) == 0);
+    CHECK(now_on(CLOCK_PROCESS_CPUTIME_ID) - before >= 20 * MS);
+    int64_t at = now_on(CLOCK_PROCESS_CPUTIME_ID) + 10 * MS;
+    struct timespec abs = {at / 1000000000, at % 1000000000};
+    CHECK(clock_nanosleep(CLOCK_PROCESS_CPUTIME_ID, TIMER_ABSTIME, &abs, NULL) == 0);
+    CHECK(now_on(CLOCK_PROCESS_CPUTIME_ID) >= at);
+    stop_spinning = 1;
+    pthread_join(t, NULL);
+}
+
 int main(void) {
     clock_ids();
+    cpu_sleeps();
     consistency();
     itimers();
     posix_cpu_timers();

@@ -56,7 +56,7 @@ pub fn cpu_time_of(k: &Kernel, of: CpuTimeOf) -> Option<Duration> {
 
 /// How often CPU timers and limits are checked: Linux's tick, as the
 /// coarse clocks' resolution tells it (1/HZ), within 1 to 10 ms.
-fn cpu_tick() -> Duration {
+pub fn cpu_tick() -> Duration {
     let r = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
     Duration::new(r.tv_sec as u64, r.tv_nsec as u32).clamp(Duration::from_millis(1), Duration::from_millis(10))
 }

@@ -220,11 +220,45 @@ pub fn restart_syscall(task: &mut Task, _: &[u64; 6]) -> SysResult {
     }
 }
 
-pub fn clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let clock = clock_of(a[0])?;
-    if matches!(clock, Clock::Known(ClockId::ThreadCPUTime)) {
-        return Err(Errno::EINVAL.into());
+/// Sleeps until the CPU clock of `target` reads `until`: the sleeper
+/// itself uses none, so another thread or process must. The clock is
+/// looked at every tick, as Linux's CPU timers are. Interrupted, the call
+/// restarts (as a new sleep of the same length, for a relative one) or
+/// fails with EINTR, having reported what was left at `rem`.
+fn cpu_sleep(task: &mut Task, target: CpuTarget, until: Duration, rem: Option<u64>) -> SysResult {
+    loop {
+        let used = target.cpu_time();
+        if used >= until {
+            return Ok(0);
+        }
+        let tick = Instant::now() + timers::cpu_tick();
+        match block_on(&*task.shared, &[], Some(tick), || None::<()>) {
+            Err(BlockError::TimedOut) | Ok(()) => {}
+            Err(BlockError::Interrupted) => {
+                if let Some(addr) = rem.filter(|a| *a != 0) {
+                    let left = until - used;
+                    write_ts(task, addr, left.as_secs() as i64, left.subsec_nanos() as i64)?;
+                }
+                return Err(Errno::ERESTARTNOHAND.into());
+            }
+        }
     }
+}
+
+pub fn clock_nanosleep(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if let Some((target, _)) = cpu_clock(task, a[0] as i32, false)? {
+        // A thread cannot sleep on a thread's clock (Linux: EINVAL).
+        if matches!(target, CpuTarget::Thread(_)) {
+            return Err(Errno::EINVAL.into());
+        }
+        let d = read_timespec(task, a[2])?;
+        if a[1] as u32 & g::TIMER_ABSTIME != 0 {
+            return cpu_sleep(task, target, d, None);
+        }
+        let until = target.cpu_time().saturating_add(d);
+        return cpu_sleep(task, target, until, Some(a[3]));
+    }
+    let clock = clock_of(a[0])?;
     let d = read_timespec(task, a[2])?;
     if a[1] as u32 & g::TIMER_ABSTIME != 0 {
         let n = now(task, clock);
