@@ -183,6 +183,23 @@ static void consistency(void) {
     CHECK(grew >= 30 * MS - SLACK);
     CHECK(times(&tm) != (clock_t)-1);
     CHECK((int64_t)(tm.tms_cutime + tm.tms_cstime) * (1000000000 / hz) >= 30 * MS - SLACK - 1000000000 / hz);
+
+    /* SIGCHLD tells the child's CPU time, in clock ticks. */
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    child = fork();
+    if (child == 0) {
+        spin(50 * MS);
+        _exit(0);
+    }
+    siginfo_t si;
+    CHECK(sigwaitinfo(&chld, &si) == SIGCHLD);
+    CHECK(si.si_pid == child);
+    CHECK((int64_t)(si.si_utime + si.si_stime) * (1000000000 / hz) >= 50 * MS - SLACK - 1000000000 / hz);
+    CHECK(waitpid(child, NULL, 0) == child);
+    sigprocmask(SIG_UNBLOCK, &chld, NULL);
 }
 
 static volatile sig_atomic_t fired[65];

@@ -92,11 +92,14 @@ pub(super) fn notify(kernel: &Kernel, parent: &Arc<ThreadGroup>, child: &ThreadG
         let act = parent.handlers().lock().unwrap().get(g::SIGCHLD);
         let muted = !exiting && signo == g::SIGCHLD && act.flags & flags::SA_NOCLDSTOP != 0;
         if !muted {
+            // The child's CPU time in clock ticks (USER_HZ, 100), all of it
+            // user time (see getrusage).
+            let utime = (child.cpu_time().as_millis() / 10) as i64;
             let info = SigInfo {
                 signo,
                 errno: 0,
                 code,
-                fields: SigFields::Child { pid: child.tgid, uid: child.creds().uid.real, status, utime: 0, stime: 0 },
+                fields: SigFields::Child { pid: child.tgid, uid: child.creds().uid.real, status, utime, stime: 0 },
             };
             send_to_group(kernel, parent, info);
         }
@@ -149,6 +152,14 @@ fn on_send(kernel: &Kernel, tg: &Arc<ThreadGroup>, sig: u32) -> bool {
 /// blocked by `mask`.
 fn discarded(tg: &ThreadGroup, sig: u32, mask: SigSet) -> bool {
     !mask.contains(sig) && tg.handlers().lock().unwrap().ignores(sig)
+}
+
+/// The signals `t` keeps even if ignored, as Linux's sig_ignored does:
+/// those it blocks, and those it awaits in sigtimedwait (which unblocks
+/// them only to be woken by them).
+fn kept(t: &TaskShared) -> SigSet {
+    let s = t.sig.lock().unwrap();
+    s.mask.union(s.real_blocked)
 }
 
 /// Linux's wants_signal: `t` could take `sig` now.
@@ -216,7 +227,7 @@ pub fn queue_to_group(kernel: &Kernel, tg: &Arc<ThreadGroup>, info: SigInfo) -> 
         return Ok(());
     }
     let threads: Vec<Arc<TaskShared>> = tg.threads.lock().unwrap().clone();
-    let all_block = !threads.is_empty() && threads.iter().all(|t| t.sig.lock().unwrap().mask.contains(sig));
+    let all_block = !threads.is_empty() && threads.iter().all(|t| kept(t).contains(sig));
     let mask = if all_block { SigSet::of(sig) } else { SigSet::EMPTY };
     if discarded(tg, sig, mask) {
         return Ok(());
@@ -255,7 +266,7 @@ pub fn queue_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) -> R
         return Ok(());
     }
     let mask = t.sig.lock().unwrap().mask;
-    if discarded(&t.tg, sig, mask) {
+    if discarded(&t.tg, sig, kept(t)) {
         return Ok(());
     }
     enqueue(&t.tg, Some(t), info)?;
@@ -273,7 +284,7 @@ pub fn queue_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) -> R
 /// count and raises SIGPIPE all the same.
 pub fn raise_for(t: &TaskShared, sig: u32) {
     let mask = t.sig.lock().unwrap().mask;
-    if discarded(&t.tg, sig, mask) {
+    if discarded(&t.tg, sig, kept(t)) {
         return;
     }
     let _ = enqueue(&t.tg, Some(t), SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid, t.tg.creds().uid.real));
