@@ -1045,7 +1045,7 @@ impl MemoryManager {
         cs.vmas = st.vmas.clone();
         cs.brk_start = st.brk_start;
         cs.brk = st.brk;
-        cs.rewrites = st.rewrites.clone();
+        cs.rewrites = st.rewrites.forked();
         let vmas: Vec<Vma> = st.vmas.iter().cloned().collect();
         // Runs of the parent's pages that lose write access.
         let mut write_protect: Vec<(u64, u64, Access)> = Vec::new();
