@@ -691,6 +691,8 @@ impl MemoryManager {
             return Err(MmError::NoMemory);
         }
         for (s, e) in st.rewrites.outside(addr, end) {
+            // The pages read as the file or zero again: so do their sites.
+            Self::forget_sites(&mut st, s, e);
             self.drop_pages(&mut st, s, e);
         }
         drop(st);
