@@ -236,6 +236,11 @@ pub trait Context: Send {
     /// the platform may answer calls there without the sentry from now on,
     /// as it answers calls through rewritten sites.
     fn fast_path_site_kept(&mut self, _ret: u64) {}
+    /// True if the last [`Event::Syscall`] came through a rewritten site's
+    /// trampoline, so that its site needs no look.
+    fn last_call_rewritten(&self) -> bool {
+        false
+    }
 }
 
 /// System calls a context may answer from a [`FastPathState`] without an

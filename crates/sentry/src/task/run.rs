@@ -147,13 +147,16 @@ pub fn run_task(mut task: Task) {
         let kind = match event {
             Event::Syscall => {
                 let nr = task.regs.syscall_number();
-                let kept = match trampoline.map(|t| task.mm.rewrite_site(task.regs.rip, nr, &t)) {
+                let rewritten = task.ctx.last_call_rewritten();
+                let kept = match trampoline.filter(|_| !rewritten).map(|t| task.mm.rewrite_site(task.regs.rip, nr, &t))
+                {
                     Some(Rewrite::NewlyPatched) => {
                         kernel.stats.record_rewritten_site();
                         false
                     }
                     Some(Rewrite::Patched) => false,
-                    Some(Rewrite::Kept) | None => true,
+                    Some(Rewrite::Kept) => true,
+                    None => !rewritten,
                 };
                 if kept && fast_paths && platform::FAST_PATH_SYSCALLS.contains(&nr) {
                     task.ctx.fast_path_site_kept(task.regs.rip);
