@@ -269,3 +269,100 @@ pub fn shmctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
         }
     }
 }
+
+// ---- another process's memory ----
+
+/// CAP_SYS_PTRACE: may reach any process's memory.
+const CAP_SYS_PTRACE: u32 = 19;
+
+pub fn process_vm_readv(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    process_vm(task, a, false)
+}
+
+pub fn process_vm_writev(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    process_vm(task, a, true)
+}
+
+/// Linux's ptrace_may_access with PTRACE_MODE_ATTACH_REALCREDS: the
+/// caller's own process; else a target whose user and group ids (real,
+/// effective and saved) all are the caller's real ones and which is
+/// dumpable; else CAP_SYS_PTRACE.
+fn may_access(task: &Task, target: &crate::task::ThreadGroup) -> Result<(), Errno> {
+    if target.tgid == task.tg.tgid {
+        return Ok(());
+    }
+    let me = task.tg.creds();
+    if me.has(CAP_SYS_PTRACE) {
+        return Ok(());
+    }
+    let them = target.creds();
+    let (uid, gid) = (me.uid.real, me.gid.real);
+    let same_ids = [them.uid.real, them.uid.effective, them.uid.saved].iter().all(|u| *u == uid)
+        && [them.gid.real, them.gid.effective, them.gid.saved].iter().all(|g| *g == gid);
+    if !same_ids || target.state.lock().unwrap().undumpable {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
+}
+
+/// process_vm_readv and process_vm_writev: copies between the caller's
+/// `local` buffers and another process's `remote` ones, in order, until
+/// either runs out or a page of either cannot be reached. A transfer cut
+/// short answers what it moved; one that moved nothing, EFAULT.
+fn process_vm(task: &mut Task, a: &[u64; 6], write: bool) -> SysResult {
+    let (pid, local_iov, local_count, remote_iov, remote_count, flags) = (a.int(0), a[1], a[2], a[3], a[4], a[5]);
+    if flags != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let local = super::io::read_iov(task, local_iov, local_count)?;
+    if local.iter().all(|(_, len)| *len == 0) {
+        return Ok(0);
+    }
+    let remote = super::io::read_iov(task, remote_iov, remote_count)?;
+    let target = {
+        let tree = task.kernel.procs.lock().unwrap();
+        let by_thread = || tree.thread(pid).map(|t| t.tg.clone());
+        if pid > 0 { tree.group(pid).or_else(by_thread) } else { None }
+    }
+    .ok_or(Errno::ESRCH)?;
+    may_access(task, &target)?;
+    let other = target.view.lock().unwrap().as_ref().map(|v| v.mm.clone()).ok_or(Errno::ESRCH)?;
+    let mut moved = 0usize;
+    let mut local_at = local.iter().copied().filter(|(_, len)| *len > 0);
+    let (mut laddr, mut lleft) = local_at.next().unwrap_or((0, 0));
+    let mut buf = vec![0u8; PAGE as usize];
+    let mut cut_short = false;
+    'remote: for (raddr, rlen) in remote {
+        let mut done = 0;
+        while done < rlen {
+            if lleft == 0 {
+                match local_at.next() {
+                    Some((a, l)) => (laddr, lleft) = (a, l),
+                    None => break 'remote,
+                }
+            }
+            let r = raddr + done as u64;
+            // A page of the remote side at a time: the first one it cannot
+            // reach ends the transfer.
+            let n = (rlen - done).min((PAGE - r % PAGE) as usize).min(lleft);
+            let chunk = &mut buf[..n];
+            let ok = if write {
+                task.mm.copy_in(laddr, chunk).is_ok() && other.copy_out(r, chunk).is_ok()
+            } else {
+                other.copy_in(r, chunk).is_ok() && task.mm.copy_out(laddr, chunk).is_ok()
+            };
+            if !ok {
+                cut_short = true;
+                break 'remote;
+            }
+            done += n;
+            moved += n;
+            laddr += n as u64;
+            lleft -= n;
+        }
+    }
+    if moved == 0 && cut_short {
+        return Err(Errno::EFAULT.into());
+    }
+    Ok(moved as u64)
+}

@@ -64,6 +64,8 @@ table! {
     msgsnd => ipc::msgsnd, [Int, Ptr, UInt, Hex], Int;
     msgrcv => ipc::msgrcv, [Int, Ptr, UInt, Long, Hex], Int;
     msgctl => ipc::msgctl, [Int, Int, Ptr], Int;
+    process_vm_readv => ipc::process_vm_readv, [Int, Ptr, UInt, Ptr, UInt, Hex], Int;
+    process_vm_writev => ipc::process_vm_writev, [Int, Ptr, UInt, Ptr, UInt, Hex], Int;
     dup => fs::dup, [Fd], Int;
     dup2 => fs::dup2, [Fd, Fd], Int;
     nanosleep => time::nanosleep, [Ptr, Ptr], Int;
