@@ -1,8 +1,8 @@
 //! System V IPC: semaphores, message queues and shared memory, each a C
 //! program run natively and in the sandbox with the same output; the
 //! PostgreSQL pattern across four processes; `ipcs` reading the sandbox's
-//! objects through /proc/sysvipc and /proc/sys/kernel; and
-//! process_vm_readv/writev between processes.
+//! objects through /proc/sysvipc and /proc/sys/kernel; POSIX message
+//! queues; and process_vm_readv/writev between processes.
 
 mod common;
 
@@ -30,6 +30,12 @@ fn shared_memory() {
 fn postgres_style_semaphore_and_shared_memory() {
     require_kvm!();
     c_test("sysv_postgres", &[]);
+}
+
+#[test]
+fn posix_message_queues() {
+    require_kvm!();
+    c_test("posix_mq", &[]);
 }
 
 #[test]

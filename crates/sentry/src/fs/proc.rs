@@ -87,6 +87,11 @@ const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg
 /// Linux's, but no value changes.
 pub const SYSCTLS: &[(&str, u32)] = &[
     ("fs/file-max", 0o644),
+    ("fs/mqueue/msg_default", 0o644),
+    ("fs/mqueue/msg_max", 0o644),
+    ("fs/mqueue/msgsize_default", 0o644),
+    ("fs/mqueue/msgsize_max", 0o644),
+    ("fs/mqueue/queues_max", 0o644),
     ("fs/nr_open", 0o644),
     ("fs/pipe-max-size", 0o644),
     ("kernel/cap_last_cap", 0o444),

@@ -6,6 +6,7 @@
 //! This module knows nothing of tasks: callers pass their credentials,
 //! their process id and a [`Blocker`](crate::waiter::Blocker) to sleep on.
 
+pub mod mqueue;
 pub mod msg;
 pub mod sem;
 pub mod shm;
@@ -297,6 +298,8 @@ pub struct IpcNamespace {
     pub sem: sem::Semaphores,
     pub msg: msg::MessageQueues,
     pub shm: std::sync::Arc<shm::SharedSegments>,
+    /// POSIX message queues, by name.
+    pub mq: mqueue::PosixQueues,
 }
 
 impl IpcNamespace {
@@ -305,6 +308,7 @@ impl IpcNamespace {
             sem: sem::Semaphores::default(),
             msg: msg::MessageQueues::default(),
             shm: shm::SharedSegments::new(mf),
+            mq: mqueue::PosixQueues::default(),
         }
     }
 
@@ -313,7 +317,7 @@ impl IpcNamespace {
         self.sem.exit_process(tgid);
     }
 
-    /// /proc/sys/kernel's IPC limits, by name.
+    /// /proc/sys/kernel's IPC limits and /proc/sys/fs/mqueue's, by name.
     pub fn sysctl(&self, name: &str) -> Option<String> {
         Some(match name {
             "sem" => format!("{}\t{}\t{}\t{}", sem::SEMMSL, sem::SEMMNS, sem::SEMOPM, sem::SEMMNI),
@@ -323,6 +327,11 @@ impl IpcNamespace {
             "shmmax" => shm::SHMMAX.to_string(),
             "shmall" => shm::SHMALL.to_string(),
             "shmmni" => shm::SHMMNI.to_string(),
+            "mqueue/msg_default" => mqueue::MSG_DEFAULT.to_string(),
+            "mqueue/msg_max" => mqueue::MSG_MAX.to_string(),
+            "mqueue/msgsize_default" => mqueue::MSGSIZE_DEFAULT.to_string(),
+            "mqueue/msgsize_max" => mqueue::MSGSIZE_MAX.to_string(),
+            "mqueue/queues_max" => mqueue::QUEUES_MAX.to_string(),
             _ => return None,
         })
     }

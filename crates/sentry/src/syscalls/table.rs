@@ -64,6 +64,12 @@ table! {
     msgsnd => ipc::msgsnd, [Int, Ptr, UInt, Hex], Int;
     msgrcv => ipc::msgrcv, [Int, Ptr, UInt, Long, Hex], Int;
     msgctl => ipc::msgctl, [Int, Int, Ptr], Int;
+    mq_open => ipc::mq_open, [Path, OpenFlags, Mode, Ptr], Int;
+    mq_unlink => ipc::mq_unlink, [Path], Int;
+    mq_timedsend => ipc::mq_timedsend, [Fd, Ptr, UInt, UInt, Ptr], Int;
+    mq_timedreceive => ipc::mq_timedreceive, [Fd, Ptr, UInt, Ptr, Ptr], Int;
+    mq_notify => ipc::mq_notify, [Fd, Ptr], Int;
+    mq_getsetattr => ipc::mq_getsetattr, [Fd, Ptr, Ptr], Int;
     process_vm_readv => ipc::process_vm_readv, [Int, Ptr, UInt, Ptr, UInt, Hex], Int;
     process_vm_writev => ipc::process_vm_writev, [Int, Ptr, UInt, Ptr, UInt, Hex], Int;
     dup => fs::dup, [Fd], Int;

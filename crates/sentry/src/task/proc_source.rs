@@ -572,6 +572,11 @@ fn sysctl_value(k: &Kernel, name: &str) -> Option<String> {
         "kernel/cap_last_cap" => crate::auth::cap::LAST.to_string(),
         "kernel/sem" | "kernel/msgmax" | "kernel/msgmnb" | "kernel/msgmni" | "kernel/shmmax" | "kernel/shmall"
         | "kernel/shmmni" => k.ipc.sysctl(&name["kernel/".len()..])?,
+        "fs/mqueue/msg_default"
+        | "fs/mqueue/msg_max"
+        | "fs/mqueue/msgsize_default"
+        | "fs/mqueue/msgsize_max"
+        | "fs/mqueue/queues_max" => k.ipc.sysctl(&name["fs/".len()..])?,
         "kernel/random/uuid" => uuid(&random_bytes()),
         "kernel/random/boot_id" => uuid(&k.config.boot_id),
         // Memory is promised freely and taken only when touched: mmap
