@@ -198,9 +198,46 @@ static void test_blocking(void) {
     CHECK(seen_idrm);
 }
 
+/* Permissions: the mode for sending and receiving, the owner or creator
+ * for IPC_SET and IPC_RMID, CAP_SYS_RESOURCE to raise msg_qbytes past
+ * MSGMNB. */
+static void test_perms(void) {
+    int shared = msgget(IPC_PRIVATE, 0666);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(1);
+        struct msqid_ds ds;
+        if (geteuid() != 0) {
+            /* Not its queue. */
+            CHECK_OK(msgctl(shared, IPC_STAT, &ds));
+            CHECK_ERR(msgctl(shared, IPC_SET, &ds), EPERM);
+            CHECK_ERR(msgctl(shared, IPC_RMID, NULL), EPERM);
+        }
+        int id = msgget(IPC_PRIVATE, 0400);
+        CHECK(id >= 0);
+        CHECK_ERR(send(id, 1, "x", 0), EACCES);
+        char buf[80];
+        CHECK_ERR(recv_str(id, 64, 0, IPC_NOWAIT, NULL, buf), ENOMSG);
+        CHECK_OK(msgctl(id, IPC_STAT, &ds));
+        ds.msg_qbytes = 16385;
+        CHECK_ERR(msgctl(id, IPC_SET, &ds), EPERM);
+        ds.msg_qbytes = 100;
+        ds.msg_perm.mode = 0;
+        CHECK_OK(msgctl(id, IPC_SET, &ds));
+        CHECK_ERR(msgctl(id, IPC_STAT, &ds), EACCES);
+        CHECK_ERR(recv_str(id, 64, 0, IPC_NOWAIT, NULL, buf), EACCES);
+        CHECK_OK(msgctl(id, IPC_RMID, NULL));
+        _exit(t_failures ? 2 : 0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_OK(msgctl(shared, IPC_RMID, NULL));
+}
+
 int main(void) {
     test_get();
     test_types();
+    test_perms();
     test_blocking();
     return done();
 }

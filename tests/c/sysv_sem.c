@@ -179,6 +179,18 @@ static void test_eintr(void) {
     CHECK(semctl(id, 0, GETNCNT) == 0);
     waitpid(pid, NULL, 0);
     signal(SIGUSR1, SIG_DFL);
+
+    /* A waiter can be killed, and stops being counted. */
+    pid = fork();
+    if (pid == 0) {
+        op(id, 0, -1, 0);
+        _exit(1);
+    }
+    while (semctl(id, 0, GETNCNT) != 1) sched_yield();
+    CHECK_OK(kill(pid, SIGKILL));
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECK(semctl(id, 0, GETNCNT) == 0);
     CHECK_OK(semctl(id, 0, IPC_RMID));
 }
 
@@ -235,9 +247,19 @@ static void test_undo(void) {
 
 /* Permissions: an unprivileged user is held to the mode. */
 static void test_perms(void) {
+    int shared = semget(IPC_PRIVATE, 1, 0666);
     pid_t pid = fork();
     if (pid == 0) {
         if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(1);
+        if (geteuid() != 0) {
+            /* Another's set: usable by its mode, but only the owner or
+             * creator changes or removes it. */
+            struct semid_ds theirs;
+            CHECK_OK(op(shared, 0, 1, 0));
+            CHECK_OK(semctl(shared, 0, IPC_STAT, (union semun){.buf = &theirs}));
+            CHECK_ERR(semctl(shared, 0, IPC_SET, (union semun){.buf = &theirs}), EPERM);
+            CHECK_ERR(semctl(shared, 0, IPC_RMID), EPERM);
+        }
         key_t key = run_key(2);
         int id = semget(key, 1, IPC_CREAT | IPC_EXCL | 0400);
         CHECK(id >= 0);
@@ -258,6 +280,7 @@ static void test_perms(void) {
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_OK(semctl(shared, 0, IPC_RMID));
 }
 
 static void test_info(void) {
