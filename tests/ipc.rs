@@ -56,6 +56,9 @@ fn ipcs_rows(out: &str, base: u32) -> (String, usize) {
     let key = |i: u32| format!("0x{:08x}", base + i);
     let mut section = "";
     let mut rows = String::new();
+    // A section's rows come in id order, which differs between runs: they
+    // are compared sorted.
+    let mut pending: Vec<String> = Vec::new();
     let mut others = 0;
     for line in lines {
         let cols: Vec<&str> = line.split_whitespace().collect();
@@ -63,6 +66,11 @@ fn ipcs_rows(out: &str, base: u32) -> (String, usize) {
             section = line;
         }
         if !line.starts_with("0x") {
+            pending.sort();
+            for r in pending.drain(..) {
+                rows.push_str(&r);
+                rows.push('\n');
+            }
             rows.push_str(&cols.join(" "));
             rows.push('\n');
             continue;
@@ -80,11 +88,15 @@ fn ipcs_rows(out: &str, base: u32) -> (String, usize) {
             Some((_, i, _)) => {
                 let mut c = cols.clone();
                 c[1] = names[*i];
-                rows.push_str(&c.join(" "));
-                rows.push('\n');
+                pending.push(c.join(" "));
             }
             None => others += 1,
         }
+    }
+    pending.sort();
+    for r in pending {
+        rows.push_str(&r);
+        rows.push('\n');
     }
     (rows, others)
 }
