@@ -183,6 +183,10 @@ impl SharedSegments {
         let mut segs = self.segments.lock().unwrap();
         let seg = segs.get_mut(id)?;
         seg.perm.check(creds, access)?;
+        // A segment too large for any address space cannot be mapped.
+        let len = seg.page_count().checked_mul(PAGE).ok_or(Errno::ENOMEM)?;
+        // Nothing may fail from here on: a new attachment dropped under
+        // the lock would take it again.
         let file = match seg.attachment.upgrade() {
             Some(f) => f,
             None => {
@@ -197,7 +201,7 @@ impl SharedSegments {
                 f
             }
         };
-        Ok(Attach { len: seg.page_count() * PAGE, file })
+        Ok(Attach { len, file })
     }
 
     /// Records a completed attach (shm_atime, shm_lpid).

@@ -34,7 +34,7 @@ pub fn semtimedop(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 fn semtimedop_at(task: &mut Task, a: &[u64; 6], timeout: Option<u64>) -> SysResult {
     let (id, sops, nsops) = (a.int(0), a.ptr(1), a.size(2));
-    if nsops < 1 {
+    if nsops < 1 || id < 0 {
         return Err(Errno::EINVAL.into());
     }
     if nsops > sem::SEMOPM {
@@ -231,7 +231,7 @@ pub fn shmdt(task: &mut Task, a: &[u64; 6]) -> SysResult {
         match &found {
             None => {
                 if let Some((id, size)) = segments.attachment_of(file) {
-                    found = Some((file.clone(), id, size.next_multiple_of(PAGE)));
+                    found = Some((file.clone(), id, size.checked_next_multiple_of(PAGE).unwrap_or(u64::MAX)));
                     unmap.push((v.start, v.len()));
                 }
             }
@@ -345,7 +345,12 @@ fn process_vm(task: &mut Task, a: &[u64; 6], write: bool) -> SysResult {
                     None => break 'remote,
                 }
             }
-            let r = raddr + done as u64;
+            // A range that wraps around the address space ends where it
+            // wraps, as an unmapped page would end it.
+            let Some(r) = raddr.checked_add(done as u64) else {
+                cut_short = true;
+                break 'remote;
+            };
             // A page of the remote side at a time: the first one it cannot
             // reach ends the transfer.
             let n = (rlen - done).min((PAGE - r % PAGE) as usize).min(lleft);
@@ -361,7 +366,7 @@ fn process_vm(task: &mut Task, a: &[u64; 6], write: bool) -> SysResult {
             }
             done += n;
             moved += n;
-            laddr += n as u64;
+            laddr = laddr.wrapping_add(n as u64);
             lleft -= n;
         }
     }
