@@ -2,7 +2,7 @@
  * taken highest priority first, full and empty queues (EAGAIN, a timeout,
  * a receiver woken by another process), mq_getsetattr, the status a read
  * of the descriptor gives, poll and epoll readiness, mq_notify with a
- * signal and with none, and mq_unlink. */
+ * signal, a thread and none, and mq_unlink. */
 #include <fcntl.h>
 #include <mqueue.h>
 #include <poll.h>
@@ -234,8 +234,52 @@ static void test_notify(void) {
     CHECK_OK(mq_unlink(name(2)));
 }
 
+static int thread_pipe[2];
+static void on_message(union sigval sv) {
+    int v = sv.sival_int;
+    if (write(thread_pipe[1], &v, sizeof v) != sizeof v) abort();
+}
+
+/* SIGEV_THREAD: glibc's own thread hears of the message through the
+ * netlink socket it registers, and starts the function in a new one. */
+static void test_notify_thread(void) {
+    struct mq_attr attr = {.mq_maxmsg = 4, .mq_msgsize = 16};
+    mqd_t q = mq_open(name(3), O_RDWR | O_CREAT, 0600, &attr);
+    CHECK(q >= 0);
+    CHECK_OK(pipe(thread_pipe));
+    struct sigevent sev = {.sigev_notify = SIGEV_THREAD, .sigev_notify_function = on_message};
+    sev.sigev_value.sival_int = 77;
+    CHECK_OK(mq_notify(q, &sev));
+    char status[128] = {0};
+    CHECK(pread(q, status, sizeof status - 1, 0) > 0);
+    CHECK(strncmp(status, "QSIZE:0          NOTIFY:2     SIGNO:0     NOTIFY_PID:", 52) == 0);
+    pid_t pid = fork();
+    if (pid == 0) _exit(mq_send(q, "hi", 2, 0) == 0 ? 0 : 1);
+    int got = 0;
+    CHECK(read(thread_pipe[0], &got, sizeof got) == sizeof got && got == 77);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Once: registering again works. */
+    CHECK_OK(mq_notify(q, &sev));
+    CHECK_OK(mq_notify(q, NULL));
+    /* The kernel's checks of what glibc passes. */
+    char cookie[32] = {0};
+    struct sigevent raw = {.sigev_notify = SIGEV_THREAD, .sigev_signo = thread_pipe[0]};
+    raw.sigev_value.sival_ptr = cookie;
+    CHECK_ERR(syscall(SYS_mq_notify, q, &raw), ENOTSOCK);
+    raw.sigev_signo = -1;
+    CHECK_ERR(syscall(SYS_mq_notify, q, &raw), EBADF);
+    raw.sigev_value.sival_ptr = (void *)8;
+    CHECK_ERR(syscall(SYS_mq_notify, q, &raw), EFAULT);
+    close(thread_pipe[0]);
+    close(thread_pipe[1]);
+    mq_close(q);
+    CHECK_OK(mq_unlink(name(3)));
+}
+
 int main(void) {
     umask(022);
+    test_notify_thread();
     test_open();
     test_messages();
     test_notify();

@@ -35,7 +35,21 @@ pub type Notifier = Box<dyn Fn(i32, u32) + Send + Sync>;
 struct Notification {
     owner: i32,
     notify: Option<Notifier>,
+    /// Told when the registration is taken back unused.
+    removed: Option<Notifier>,
+    /// How (the sigevent's sigev_notify) and which signal, for the status.
+    how: i32,
     signo: u32,
+}
+
+/// A registration mq_notify asks for: how (SIGEV_*), the signal, and
+/// what to call when a message arrives (None: SIGEV_NONE).
+pub struct Registration {
+    pub how: i32,
+    pub signo: u32,
+    pub notify: Option<Notifier>,
+    /// What to call if the registration is removed without firing.
+    pub removed: Option<Notifier>,
 }
 
 struct State {
@@ -167,20 +181,24 @@ impl PosixQueue {
     /// mq_notify: registers process `owner` (`notify` None: SIGEV_NONE),
     /// EBUSY if another is registered; `None` removes the caller's own
     /// registration.
-    pub fn set_notification(&self, owner: i32, notify: Option<(Option<Notifier>, u32)>) -> Result<(), Errno> {
+    pub fn set_notification(&self, owner: i32, notify: Option<Registration>) -> Result<(), Errno> {
         let mut st = self.state.lock().unwrap();
         match notify {
             None => {
-                if st.notification.as_ref().is_some_and(|n| n.owner == owner) {
-                    st.notification = None;
+                if st.notification.as_ref().is_some_and(|n| n.owner == owner)
+                    && let Some(removed) = st.notification.take().and_then(|n| n.removed)
+                {
+                    drop(st);
+                    removed(0, 0);
                 }
                 Ok(())
             }
-            Some((notify, signo)) => {
+            Some(r) => {
                 if st.notification.is_some() {
                     return Err(Errno::EBUSY);
                 }
-                st.notification = Some(Notification { owner, notify, signo });
+                st.notification =
+                    Some(Notification { owner, notify: r.notify, removed: r.removed, how: r.how, signo: r.signo });
                 Ok(())
             }
         }
@@ -191,7 +209,7 @@ impl PosixQueue {
     fn status(&self) -> String {
         let st = self.state.lock().unwrap();
         let (notify, signo, pid) = match &st.notification {
-            Some(n) => (if n.notify.is_some() { 0 } else { 1 }, n.signo, n.owner),
+            Some(n) => (n.how, if n.how == 0 { n.signo } else { 0 }, n.owner),
             None => (0, 0, 0),
         };
         format!("QSIZE:{:<10} NOTIFY:{:<5} SIGNO:{:<5} NOTIFY_PID:{:<6}\n", st.bytes, notify, signo, pid)

@@ -13,6 +13,8 @@ use crate::errno::Errno;
 use crate::fs::OpenFlags;
 use crate::ipc::{self, IpcPerm, get_u64, mqueue, msg, sem, shm};
 use crate::mm::{Backing, MapFlags, PAGE};
+use crate::net::SocketFile;
+use crate::net::netlink::NetlinkSocket;
 use crate::signal::{SigFields, SigInfo};
 use crate::task::Task;
 use crate::timers;
@@ -470,45 +472,69 @@ const SIGEV_NONE: i32 = 1;
 const SIGEV_THREAD: i32 = 2;
 /// si_code of a message queue's notification.
 const SI_MESGQ: i32 = -3;
+/// A SIGEV_THREAD cookie's length, and what its last byte says.
+const NOTIFY_COOKIE_LEN: usize = 32;
+const NOTIFY_WOKENUP: u8 = 1;
+const NOTIFY_REMOVED: u8 = 2;
 
 pub fn mq_notify(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let (fd, sevp) = (a.int(0), a.ptr(1));
-    let request = if sevp != 0 {
+    let owner = task.tg.tgid;
+    let registration = if sevp != 0 {
         // struct sigevent: the value, the signal, how to notify.
         let raw: [u8; 16] = task.mm.read(sevp)?;
         let value = u64::from_ne_bytes(raw[0..8].try_into().unwrap());
         let signo = i32::from_ne_bytes(raw[8..12].try_into().unwrap());
         let how = i32::from_ne_bytes(raw[12..16].try_into().unwrap());
-        match how {
-            SIGEV_NONE => Some((None, 0, value)),
+        Some(match how {
+            SIGEV_NONE => mqueue::Registration { how, signo: 0, notify: None, removed: None },
             // Signal 0 is a valid registration that sends nothing.
-            SIGEV_SIGNAL if (0..=64).contains(&signo) => Some((Some(signo as u32), signo as u32, value)),
-            // SIGEV_THREAD: glibc's thread is started by a message on the
-            // netlink socket it passes here, which the sandbox's netlink
-            // does not carry; refused as an unknown notification is.
+            SIGEV_SIGNAL if (0..=64).contains(&signo) => {
+                let signo = signo as u32;
+                let kernel = std::sync::Arc::downgrade(&task.kernel);
+                let notify: mqueue::Notifier = Box::new(move |pid: i32, uid: u32| {
+                    let Some(kernel) = kernel.upgrade().filter(|_| signo != 0) else { return };
+                    let Some(tg) = kernel.procs.lock().unwrap().group(owner) else { return };
+                    let fields = SigFields::Queue { pid, uid, value };
+                    crate::task::send_to_group(&kernel, &tg, SigInfo { signo, errno: 0, code: SI_MESGQ, fields });
+                });
+                mqueue::Registration { how, signo, notify: Some(notify), removed: None }
+            }
+            // glibc starts the thread itself: it passes a netlink socket
+            // and a cookie, and the kernel posts the cookie to that socket
+            // when the message comes, marked as a wake-up.
             SIGEV_THREAD => {
-                task.files.get(signo)?;
-                return Err(Errno::EINVAL.into());
+                let mut cookie = vec![0u8; NOTIFY_COOKIE_LEN];
+                task.mm.copy_in(value, &mut cookie)?;
+                let f = task.files.get(signo)?;
+                let socket = f.ops.downcast_ref::<SocketFile>().ok_or(Errno::ENOTSOCK)?.socket.clone();
+                if socket.downcast_ref::<NetlinkSocket>().is_none() {
+                    return Err(Errno::EINVAL.into());
+                }
+                // Taken back unused, it is posted marked as removed, so
+                // that glibc frees what it kept for the thread.
+                let post = |mark: u8| -> mqueue::Notifier {
+                    let (socket, mut cookie) = (socket.clone(), cookie.clone());
+                    cookie[NOTIFY_COOKIE_LEN - 1] = mark;
+                    Box::new(move |_, _| {
+                        if let Some(n) = socket.downcast_ref::<NetlinkSocket>() {
+                            n.post_from_kernel(cookie.clone());
+                        }
+                    })
+                };
+                mqueue::Registration {
+                    how,
+                    signo: 0,
+                    notify: Some(post(NOTIFY_WOKENUP)),
+                    removed: Some(post(NOTIFY_REMOVED)),
+                }
             }
             _ => return Err(Errno::EINVAL.into()),
-        }
+        })
     } else {
         None
     };
     let (_, queue) = queue_file(task, fd)?;
-    let owner = task.tg.tgid;
-    let registration = request.map(|(signal, signo, value)| {
-        let notify: Option<mqueue::Notifier> = signal.map(|signo| {
-            let kernel = std::sync::Arc::downgrade(&task.kernel);
-            Box::new(move |pid: i32, uid: u32| {
-                let Some(kernel) = kernel.upgrade().filter(|_| signo != 0) else { return };
-                let Some(tg) = kernel.procs.lock().unwrap().group(owner) else { return };
-                let info = SigInfo { signo, errno: 0, code: SI_MESGQ, fields: SigFields::Queue { pid, uid, value } };
-                crate::task::send_to_group(&kernel, &tg, info);
-            }) as mqueue::Notifier
-        });
-        (notify, signo)
-    });
     queue.set_notification(owner, registration)?;
     Ok(0)
 }
