@@ -386,8 +386,8 @@ impl Platform for TrapPlatform {
 
     fn release_cached(&self) {}
 
-    fn syscall_trampoline(&self) -> Option<u64> {
-        Some(stub::trampoline().entry)
+    fn syscall_trampoline(&self) -> Option<crate::Trampoline> {
+        Some(crate::Trampoline { entry: stub::trampoline().entry, code: None, answers_in_table: false, only: None })
     }
 
     fn guest_tsc_khz(&self) -> Option<u64> {
