@@ -6,6 +6,7 @@ mod fs;
 mod futex;
 mod info;
 mod io;
+mod ipc;
 mod mm;
 mod mount;
 mod namei;

@@ -6,7 +6,9 @@ use std::sync::LazyLock;
 use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
-use super::{Handler, epoll, fs, futex, info, io, mm, mount, namei, net, notify, pipe, process, signal, time, timer};
+use super::{
+    Handler, epoll, fs, futex, info, io, ipc, mm, mount, namei, net, notify, pipe, process, signal, time, timer,
+};
 
 /// One implemented system call.
 pub struct SyscallDef {
@@ -50,6 +52,26 @@ table! {
     msync => mm::msync, [Ptr, UInt, Hex], Int;
     mincore => mm::mincore, [Ptr, UInt, Ptr], Int;
     madvise => mm::madvise, [Ptr, UInt, Int], Int;
+    shmget => ipc::shmget, [Int, UInt, Hex], Int;
+    shmat => ipc::shmat, [Int, Ptr, Hex], Hex;
+    shmctl => ipc::shmctl, [Int, Int, Ptr], Int;
+    shmdt => ipc::shmdt, [Ptr], Int;
+    semget => ipc::semget, [Int, Int, Hex], Int;
+    semop => ipc::semop, [Int, Ptr, UInt], Int;
+    semtimedop => ipc::semtimedop, [Int, Ptr, UInt, Ptr], Int;
+    semctl => ipc::semctl, [Int, Int, Int, Hex], Int;
+    msgget => ipc::msgget, [Int, Hex], Int;
+    msgsnd => ipc::msgsnd, [Int, Ptr, UInt, Hex], Int;
+    msgrcv => ipc::msgrcv, [Int, Ptr, UInt, Long, Hex], Int;
+    msgctl => ipc::msgctl, [Int, Int, Ptr], Int;
+    mq_open => ipc::mq_open, [Path, OpenFlags, Mode, Ptr], Int;
+    mq_unlink => ipc::mq_unlink, [Path], Int;
+    mq_timedsend => ipc::mq_timedsend, [Fd, Ptr, UInt, UInt, Ptr], Int;
+    mq_timedreceive => ipc::mq_timedreceive, [Fd, Ptr, UInt, Ptr, Ptr], Int;
+    mq_notify => ipc::mq_notify, [Fd, Ptr], Int;
+    mq_getsetattr => ipc::mq_getsetattr, [Fd, Ptr, Ptr], Int;
+    process_vm_readv => ipc::process_vm_readv, [Int, Ptr, UInt, Ptr, UInt, Hex], Int;
+    process_vm_writev => ipc::process_vm_writev, [Int, Ptr, UInt, Ptr, UInt, Hex], Int;
     dup => fs::dup, [Fd], Int;
     dup2 => fs::dup2, [Fd, Fd], Int;
     nanosleep => time::nanosleep, [Ptr, Ptr], Int;
