@@ -18,6 +18,7 @@ fn netlink() {
 fn netlink_refusals() {
     require_kvm!();
     common::c_test_sandbox_only("netlink_refusals", &[], &[]);
+    common::c_test_sandbox_only("netlink_refusals", &["--cap-add", "NET_ADMIN"], &[]);
 }
 
 /// iproute2's `ip`, if installed (scripts/install-deps installs it).

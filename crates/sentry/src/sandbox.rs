@@ -225,6 +225,7 @@ impl Sandbox {
             euid: config.creds.uid.effective,
             gid: config.creds.gid.real,
             egid: config.creds.gid.effective,
+            secure: false,
             hwcap: crate::arch::hwcap(),
             hwcap2: 0,
             min_signal_stack: crate::arch::min_signal_stack(),
