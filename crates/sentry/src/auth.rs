@@ -546,7 +546,8 @@ impl Creds {
         // someone else.
         let has_fcap = file.caps.is_some();
         let is_setuid_root = self.uid.effective == 0 && self.uid.real != 0;
-        if !old.secure(secure::NOROOT) && !(has_fcap && is_setuid_root) {
+        let root_ignored = old.secure(secure::NOROOT) || (has_fcap && is_setuid_root);
+        if !root_ignored {
             if self.uid.effective == 0 || self.uid.real == 0 {
                 c.permitted = old.caps.bounding | old.caps.inheritable;
             }
@@ -713,5 +714,93 @@ mod tests {
         assert_eq!(c.set_caps(0, ALL_CAPS, 0), Err(Errno::EPERM));
         c.exec(&FilePrivileges::default(), false).unwrap();
         assert_eq!(c.caps.permitted, ALL_CAPS, "root's next program has the bounding set");
+    }
+
+    #[test]
+    fn a_container_grants_its_set_to_root_only() {
+        let root = Caps::granted(0, CONTAINER_DEFAULT);
+        assert_eq!(
+            (root.effective, root.permitted, root.bounding),
+            (CONTAINER_DEFAULT, CONTAINER_DEFAULT, CONTAINER_DEFAULT)
+        );
+        assert!(root.effective & bit(cap::SYS_ADMIN) == 0 && root.effective & bit(cap::NET_RAW) != 0);
+        let user = Caps::granted(1000, CONTAINER_DEFAULT);
+        assert_eq!((user.effective, user.permitted, user.bounding), (0, 0, CONTAINER_DEFAULT));
+    }
+
+    #[test]
+    fn capability_names_as_docker_spells_them() {
+        assert_eq!(cap::by_name("CAP_SYS_ADMIN"), Some(cap::SYS_ADMIN));
+        assert_eq!(cap::by_name("sys_admin"), Some(cap::SYS_ADMIN));
+        assert_eq!(cap::by_name("Cap_Net_Raw"), Some(cap::NET_RAW));
+        assert_eq!(cap::by_name("checkpoint_restore"), Some(cap::LAST));
+        assert_eq!(cap::by_name("CAP_FLY"), None);
+        assert_eq!(cap::by_name("ALL"), None, "ALL is the command line's, not a capability");
+    }
+
+    #[test]
+    fn securebits_locks_hold() {
+        let mut c = Creds::new(0, 0, Vec::new());
+        c.set_securebits(u64::from(secure::KEEP_CAPS | secure::KEEP_CAPS << 1)).unwrap();
+        assert_eq!(c.set_keep_caps(false), Err(Errno::EPERM));
+        assert_eq!(c.set_securebits(u64::from(secure::KEEP_CAPS)), Err(Errno::EPERM), "a lock stays");
+        assert_eq!(c.set_securebits(1 << 20), Err(Errno::EPERM), "unknown bits");
+        c.exec(&FilePrivileges::default(), false).unwrap();
+        assert_eq!(c.securebits, secure::KEEP_CAPS << 1, "execve clears the flag, not its lock");
+        let mut nobody = Creds::new(1000, 1000, Vec::new());
+        assert_eq!(nobody.set_securebits(u64::from(secure::NOROOT)), Err(Errno::EPERM), "needs CAP_SETPCAP");
+    }
+
+    fn caps_value(revision: u32, effective: bool, permitted: u32, rootid: u32) -> Vec<u8> {
+        let words = [revision << 24 | u32::from(effective), permitted, 0, 0, 0, rootid];
+        let len = match revision {
+            1 => 3,
+            2 => 5,
+            _ => 6,
+        };
+        words[..len].iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn file_capabilities_read_as_linux_reads_them() {
+        let f = FileCaps::parse(&caps_value(2, true, 1 << cap::KILL, 0)).unwrap();
+        assert_eq!((f.permitted, f.effective), (1 << cap::KILL, true));
+        assert!(FileCaps::parse(&caps_value(3, false, 1 << cap::KILL, 0)).is_some());
+        assert_eq!(FileCaps::parse(&caps_value(3, false, 1 << cap::KILL, 1000)), None, "another namespace's");
+        assert!(FileCaps::parse(&caps_value(1, false, 1, 0)).is_some());
+        assert_eq!(FileCaps::parse(&[1, 2, 3]), None);
+        assert_eq!(FileCaps::stored_form(&caps_value(1, false, 1, 0)), None, "revision 1 is not written");
+        assert_eq!(FileCaps::stored_form(&caps_value(3, true, 8, 0)), Some(caps_value(2, true, 8, 0)));
+        assert_eq!(FileCaps::stored_form(&caps_value(3, true, 8, 7)), Some(caps_value(3, true, 8, 7)));
+    }
+
+    #[test]
+    fn execve_grants_file_capabilities_within_the_bounding_set() {
+        let mut c = Creds { caps: Caps::granted(1000, CONTAINER_DEFAULT), ..Creds::new(1000, 1000, Vec::new()) };
+        let file = |permitted: CapSet, effective| FilePrivileges {
+            caps: Some(FileCaps { permitted, inheritable: 0, effective }),
+            ..Default::default()
+        };
+        assert_eq!(c.exec(&file(bit(cap::KILL), true), false), Ok(true), "AT_SECURE");
+        assert_eq!((c.caps.permitted, c.caps.effective), (bit(cap::KILL), bit(cap::KILL)));
+        assert_eq!(c.exec(&file(bit(cap::SYS_ADMIN), true), false), Err(Errno::EPERM));
+        assert_eq!(c.caps.permitted, bit(cap::KILL), "unchanged when refused");
+        c.exec(&file(bit(cap::SYS_ADMIN) | bit(cap::KILL), false), false).unwrap();
+        assert_eq!((c.caps.permitted, c.caps.effective), (bit(cap::KILL), 0));
+        // no_new_privs: nothing gained.
+        c.exec(&FilePrivileges::default(), false).unwrap();
+        c.exec(&file(bit(cap::KILL), true), true).unwrap();
+        assert_eq!(c.caps.permitted, 0);
+    }
+
+    #[test]
+    fn setuid_root_programs_run_as_root() {
+        let mut c = Creds { caps: Caps::granted(1000, CONTAINER_DEFAULT), ..Creds::new(1000, 1000, Vec::new()) };
+        let suid = FilePrivileges { setuid: Some(0), ..Default::default() };
+        assert_eq!(c.exec(&suid, true), Ok(false), "ignored under no_new_privs");
+        assert_eq!(c.uid.effective, 1000);
+        assert_eq!(c.exec(&suid, false), Ok(true));
+        assert_eq!((c.uid.real, c.uid.effective, c.uid.saved), (1000, 0, 0));
+        assert_eq!(c.caps.effective, CONTAINER_DEFAULT);
     }
 }

@@ -233,6 +233,8 @@ impl Sandbox {
             vdso: None,
         };
         let clock = Clock::new(mf.clone(), platform.clone()).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        // adjtimex reports it; the confined sentry may not ask.
+        crate::syscalls::capture_host_clock_state();
         let facts = AuxFacts {
             vdso: Some(Arc::new(Vdso::new(&mf, &clock).map_err(|e| SandboxError::Setup(e.to_string()))?)),
             ..facts

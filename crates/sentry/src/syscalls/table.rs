@@ -6,7 +6,10 @@ use std::sync::LazyLock;
 use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
-use super::{Handler, epoll, fs, futex, info, io, mm, mount, namei, net, notify, pipe, process, signal, time, timer};
+use super::{
+    Handler, epoll, fs, futex, info, io, membarrier, mm, mount, namei, net, notify, numa, pipe, process, sched,
+    settime, signal, time, timer,
+};
 
 /// One implemented system call.
 pub struct SyscallDef {
@@ -50,6 +53,13 @@ table! {
     msync => mm::msync, [Ptr, UInt, Hex], Int;
     mincore => mm::mincore, [Ptr, UInt, Ptr], Int;
     madvise => mm::madvise, [Ptr, UInt, Int], Int;
+    pkey_alloc => mm::pkey_alloc, [Hex, Hex], Int;
+    pkey_free => mm::pkey_free, [Int], Int;
+    pkey_mprotect => mm::pkey_mprotect, [Ptr, UInt, Prot, Int], Int;
+    membarrier => membarrier::membarrier, [Int, Hex, Int], Int;
+    set_mempolicy => numa::set_mempolicy, [Int, Ptr, UInt], Int;
+    get_mempolicy => numa::get_mempolicy, [Ptr, Ptr, UInt, Ptr, Hex], Int;
+    mbind => numa::mbind, [Ptr, UInt, Int, Ptr, UInt, Hex], Int;
     dup => fs::dup, [Fd], Int;
     dup2 => fs::dup2, [Fd, Fd], Int;
     nanosleep => time::nanosleep, [Ptr, Ptr], Int;
@@ -82,6 +92,8 @@ table! {
     lchown => namei::lchown, [Path, Int, Int], Int;
     umask => fs::umask, [Mode], Int;
     gettimeofday => time::gettimeofday, [Ptr, Ptr], Int;
+    settimeofday => settime::settimeofday, [Ptr, Ptr], Int;
+    adjtimex => settime::adjtimex, [Ptr], Int;
     getrlimit => process::getrlimit, [Int, Ptr], Int;
     getrusage => process::getrusage, [Int, Ptr], Int;
     sysinfo => info::sysinfo, [Ptr], Int;
@@ -114,12 +126,16 @@ table! {
     personality => process::personality, [Hex], Hex;
     statfs => fs::statfs, [Path, Ptr], Int;
     fstatfs => fs::fstatfs, [Fd, Ptr], Int;
-    getpriority => info::getpriority, [Int, Int], Int;
-    setpriority => info::setpriority, [Int, Int, Int], Int;
-    sched_getparam => info::sched_getparam, [Int, Ptr], Int;
-    sched_getscheduler => info::sched_getscheduler, [Int], Int;
-    sched_get_priority_max => info::sched_priority_range, [Int], Int;
-    sched_get_priority_min => info::sched_priority_range, [Int], Int;
+    getpriority => sched::getpriority, [Int, Int], Int;
+    setpriority => sched::setpriority, [Int, Int, Int], Int;
+    sched_getparam => sched::sched_getparam, [Int, Ptr], Int;
+    sched_getscheduler => sched::sched_getscheduler, [Int], Int;
+    sched_get_priority_max => info::sched_get_priority_max, [Int], Int;
+    sched_get_priority_min => info::sched_get_priority_min, [Int], Int;
+    sched_setattr => sched::sched_setattr, [Int, Ptr, Hex], Int;
+    sched_getattr => sched::sched_getattr, [Int, Ptr, UInt, Hex], Int;
+    ioprio_set => sched::ioprio_set, [Int, Int, Hex], Int;
+    ioprio_get => sched::ioprio_get, [Int, Int], Int;
     mlock => mm::mlock, [Ptr, UInt], Int;
     munlock => mm::mlock, [Ptr, UInt], Int;
     mlockall => mm::mlock, [Hex], Int;
@@ -144,6 +160,8 @@ table! {
     fadvise64 => fs::fd_noop, [Fd, Long, UInt, Int], Int;
     clock_gettime => time::clock_gettime, [Clock, Ptr], Int;
     clock_getres => time::clock_getres, [Clock, Ptr], Int;
+    clock_settime => settime::clock_settime, [Clock, Ptr], Int;
+    clock_adjtime => settime::clock_adjtime, [Clock, Ptr], Int;
     clock_nanosleep => time::clock_nanosleep, [Clock, Hex, Ptr, Ptr], Int;
     exit_group => process::exit_group, [Int], None;
     tgkill => signal::tgkill, [Int, Int, Signal], Int;

@@ -130,6 +130,9 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     task.altstack = (0, 0, linux_raw_sys::general::SS_DISABLE);
     task.robust_list = (0, 0);
     task.clear_child_tid = 0;
+    // The new memory has no membarrier registrations.
+    task.tg.membarrier_registrations.store(0, std::sync::atomic::Ordering::Relaxed);
+    task.tg.pkey_slot_spent.store(false, std::sync::atomic::Ordering::Relaxed);
     *task.tg.creds.lock().unwrap() = Arc::new(new_creds);
     {
         let mut st = task.tg.state.lock().unwrap();
