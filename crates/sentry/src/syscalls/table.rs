@@ -306,3 +306,51 @@ pub fn name(nr: u64) -> String {
         .map(|s| s.name().to_string())
         .unwrap_or_else(|| format!("syscall_{nr:#x}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// The README's table of system calls: name and status, by name.
+    fn readme_table() -> BTreeMap<String, String> {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        let section = readme.split("\n## System calls\n").nth(1).expect("README has a System calls section");
+        let section = section.split("\n## ").next().unwrap();
+        let mut rows = BTreeMap::new();
+        for line in section.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let name = cells[1].trim_matches('`').to_string();
+            assert!(rows.insert(name.clone(), cells[2].to_string()).is_none(), "{name} has two rows");
+        }
+        rows
+    }
+
+    /// The README says of every system call the sentry dispatches whether
+    /// it is served in full, partly or refused; what it says is served is
+    /// dispatched, and what it says is missing is not.
+    #[test]
+    fn readme_table_matches_the_dispatch_table() {
+        let rows = readme_table();
+        let dispatched: Vec<&str> = entries().iter().map(|(sys, ..)| sys.name()).collect();
+        for name in &dispatched {
+            match rows.get(*name).map(String::as_str) {
+                Some("yes" | "partly" | "refused") => {}
+                other => panic!("{name} is dispatched, but the README's table says {other:?}"),
+            }
+        }
+        for (name, status) in &rows {
+            assert!(name.parse::<Sysno>().is_ok(), "{name} is no x86_64 system call");
+            let served = dispatched.contains(&name.as_str());
+            match status.as_str() {
+                "yes" | "partly" => {
+                    assert!(served, "the README says {name} is served ({status}), but it is not dispatched")
+                }
+                "no" => assert!(!served, "the README says {name} is missing, but it is dispatched"),
+                "refused" => {}
+                other => panic!("{name}: unknown status {other:?} (yes, partly, refused or no)"),
+            }
+        }
+    }
+}
