@@ -86,6 +86,11 @@ struct RunArgs {
     /// Print each system call to stderr, as strace does.
     #[arg(long)]
     strace: bool,
+    /// Leave the program's system call sites as they are, so that every
+    /// call traps (on the trap platform, sites are otherwise rewritten to
+    /// skip the trap after their first call); for measuring and debugging.
+    #[arg(long)]
+    no_rewrite: bool,
     /// Print cordon's own log (unsupported system calls, notices) to
     /// stderr; without it or --log, the program's streams are its own.
     #[arg(long)]
@@ -366,6 +371,7 @@ fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> 
             all
         },
         strace: args.strace,
+        rewrite_sites: !args.no_rewrite,
         hostname: args.hostname,
         network: args.network,
         memory: args.memory.unwrap_or_else(host_memory),

@@ -43,6 +43,7 @@ c_tests! {
     many_processes,
     fast_ids,
     spin_interrupt,
+    rewrite_sites,
 }
 
 /// SIGBUS past the end of a file mapping, wherever the fault falls.

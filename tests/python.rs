@@ -299,3 +299,42 @@ if __name__ == "__main__":
 "#,
     );
 }
+
+/// Machine code built at run time with ctypes: calls through a system call
+/// site in a writable and executable buffer, then in a buffer made
+/// executable and later writable again (as JITs do), answer and keep the
+/// bytes the program wrote, however often the sandbox saw them trap.
+#[test]
+fn ctypes_built_code() {
+    require_kvm!();
+    same(
+        "ctypes code",
+        r#"
+import ctypes, mmap, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+RW, RX, RWX = mmap.PROT_READ | mmap.PROT_WRITE, mmap.PROT_READ | mmap.PROT_EXEC, 7
+def code(nr):
+    return bytes([0xb8, nr, 0, 0, 0, 0x0f, 0x05, 0xc3])
+for prot in (RWX, RW):
+    addr = libc.mmap(None, 4096, prot, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    ctypes.memmove(addr, code(39), 8)
+    if prot == RW:
+        assert libc.mprotect(addr, 4096, RX) == 0
+    fn = ctypes.CFUNCTYPE(ctypes.c_long)(addr)
+    assert all(fn() == os.getpid() for _ in range(20))
+    if prot == RW:
+        assert libc.mprotect(addr, 4096, RW) == 0
+    print(prot, ctypes.string_at(addr, 8).hex())
+    ctypes.memmove(addr, code(110), 8)
+    if prot == RW:
+        assert libc.mprotect(addr, 4096, RX) == 0
+    assert all(fn() == os.getppid() for _ in range(20))
+    if prot == RW:
+        assert libc.mprotect(addr, 4096, RW) == 0
+    print(prot, ctypes.string_at(addr, 8).hex())
+"#,
+    );
+}

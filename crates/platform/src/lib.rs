@@ -145,6 +145,12 @@ pub trait Platform: Send + Sync {
     /// the host's TSC value, ticking at `khz`: the sandbox's clock page can
     /// then be read without a syscall. `None` once that cannot be promised.
     fn guest_tsc_khz(&self) -> Option<u64>;
+    /// The address rewritten system call sites jump to (their cells'
+    /// entry, see [`arch::rewrite`]), or `None` if this platform gains
+    /// nothing from them and sites are left as they are.
+    fn syscall_trampoline(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// An address space as the platform sees it: which virtual pages map which
@@ -202,6 +208,11 @@ pub trait Context: Send {
     /// a running context whose answers another thread made stale. A
     /// platform that always exits ignores them.
     fn publish_fast_path(&mut self, _state: Option<FastPathState>) {}
+    /// Tells a platform that rewrites system call sites that the sentry
+    /// will not rewrite the site of a fast-path call returning to `ret`:
+    /// the platform may answer calls there without the sentry from now on,
+    /// as it answers calls through rewritten sites.
+    fn fast_path_site_kept(&mut self, _ret: u64) {}
 }
 
 /// System calls a context may answer from a [`FastPathState`] without an
@@ -261,6 +272,9 @@ pub struct ExitCounts {
     pub register_ns: u64,
     /// Calls answered without an exit, by [`FAST_PATH_SYSCALLS`] index.
     pub fast_path: [u64; FAST_PATH_SYSCALLS.len()],
+    /// Of `syscalls`, those that came through a rewritten site's
+    /// trampoline rather than a trap.
+    pub rewritten_calls: u64,
 }
 
 impl ExitCounts {
@@ -272,6 +286,7 @@ impl ExitCounts {
         self.interrupts += o.interrupts;
         self.guest_ns += o.guest_ns;
         self.register_ns += o.register_ns;
+        self.rewritten_calls += o.rewritten_calls;
         for (a, b) in self.fast_path.iter_mut().zip(o.fast_path) {
             *a += b;
         }

@@ -43,6 +43,8 @@ pub struct KernelConfig {
     pub rootfs: PathBuf,
     /// Print one line per syscall to stderr.
     pub strace: bool,
+    /// Rewrite system call sites where the platform gains from it.
+    pub rewrite_sites: bool,
     /// Host name the sandbox reports at first.
     pub hostname: String,
     /// CPUs the sandbox shows its programs (`--cpus`, else the host's):

@@ -113,6 +113,11 @@ pub struct Report {
     /// when the caller says.
     pub platform_chosen_by: Option<&'static str>,
     pub vm_entries: u64,
+    /// System call sites rewritten to go to the platform's trampoline.
+    pub rewritten_sites: u64,
+    /// System calls that reached the sentry through a rewritten site (of
+    /// the syscall exits) rather than a trap.
+    pub rewritten_calls: u64,
     /// Clock reads were answered in the guest by the vDSO.
     pub vdso_clock: bool,
     pub exits: Vec<ExitLine>,
@@ -183,6 +188,8 @@ impl Report {
             platform: kernel.platform.name(),
             platform_chosen_by: None,
             vm_entries: e.entries,
+            rewritten_sites: st.rewritten_sites(),
+            rewritten_calls: e.rewritten_calls,
             vdso_clock: kernel.clock.usable(),
             exits,
             syscalls,
@@ -216,10 +223,11 @@ impl Report {
         let pct = |ns: u64| 100.0 * ns as f64 / t.task_threads_ns.max(1) as f64;
         let _ = writeln!(
             s,
-            "cordon profile ({} platform{}, {} VM entries, clocks read {})",
+            "cordon profile ({} platform{}, {} {}, clocks read {})",
             self.platform,
             self.platform_chosen_by.map(|by| format!(" chosen by {by}")).unwrap_or_default(),
             self.vm_entries,
+            if self.platform == "kvm" { "VM entries" } else { "entries into application code" },
             if self.vdso_clock { "in the guest" } else { "by syscall" }
         );
         let _ = writeln!(
@@ -245,6 +253,13 @@ impl Report {
                 x.count,
                 ms(x.total_ns),
                 us(x.mean_ns)
+            );
+        }
+        if self.rewritten_sites > 0 {
+            let _ = writeln!(
+                s,
+                "rewritten syscall sites: {}; syscall exits through them: {}",
+                self.rewritten_sites, self.rewritten_calls
             );
         }
         let f = &self.faults;

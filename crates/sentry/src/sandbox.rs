@@ -93,6 +93,8 @@ pub struct SandboxConfig {
     /// tmpfs mounts, made after the masks and before the binds.
     pub tmpfs: Vec<TmpfsSpec>,
     pub strace: bool,
+    /// Rewrite system call sites where the platform gains from it.
+    pub rewrite_sites: bool,
     /// Host name the sandbox reports.
     pub hostname: String,
     /// `--network`: loopback only, or the host's network.
@@ -253,6 +255,7 @@ impl Sandbox {
             KernelConfig {
                 rootfs: config.rootfs.clone(),
                 strace: config.strace,
+                rewrite_sites: config.rewrite_sites,
                 hostname: config.hostname.clone(),
                 cpus: config.cpus.map_or_else(crate::task::host_cpus, |n| n as usize),
                 cpu_limit: config.cpus,

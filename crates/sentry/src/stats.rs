@@ -61,6 +61,8 @@ pub struct Stats {
     task_ns: AtomicU64,
     /// Calls of numbers past [`MAX_NR`], which no Linux system call has.
     beyond_table: AtomicU64,
+    /// System call sites rewritten to skip the trap.
+    rewritten_sites: AtomicU64,
 }
 
 impl Default for Stats {
@@ -73,6 +75,7 @@ impl Default for Stats {
             faults_signalled: AtomicU64::new(0),
             fault_pages: AtomicU64::new(0),
             task_ns: AtomicU64::new(0),
+            rewritten_sites: AtomicU64::new(0),
             beyond_table: AtomicU64::new(0),
         }
     }
@@ -144,6 +147,16 @@ impl Stats {
     }
 
     /// (resolved, signalled, pages mapped).
+    /// Counts a system call site rewritten (always, as counts cost
+    /// nothing measurable beside a rewrite).
+    pub fn record_rewritten_site(&self) {
+        self.rewritten_sites.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn rewritten_sites(&self) -> u64 {
+        self.rewritten_sites.load(Ordering::Relaxed)
+    }
+
     pub fn faults(&self) -> (u64, u64, u64) {
         (
             self.faults_mapped.load(Ordering::Relaxed),

@@ -35,6 +35,31 @@
 //! interrupts a thread whose answers another thread made stale (a parent's
 //! exit, a change of the process's ids), so that it publishes them afresh.
 //!
+//! # Rewritten sites and the trampoline
+//!
+//! The sentry rewrites a `mov $nr, %eax; syscall` site after its first
+//! trap ([`crate::arch::rewrite`]), so that the next calls jump to the
+//! trampoline in the stub's code instead of raising SIGSYS. The trampoline
+//! finds the thread's area through gs: the application's gs is virtual, 0
+//! while the real one is the thread's area (the handler translates both
+//! ways), and a thread whose application set its own gs takes the cell's
+//! plain `syscall`, which traps as before. The trampoline answers the fast
+//! paths itself; any other call it posts as the handler does, with the
+//! registers and an XSAVE image in a frame shaped as a signal frame's at
+//! the bottom of the thread's alternate stack, and returns to whatever the
+//! sentry left there with no signal and no `rt_sigreturn`. Kicks:
+//! - while it posts or waits, the handler leaves the kick pending (the
+//!   sentry hears from the thread anyway, and sees it at the next switch);
+//! - in a fast path, the sentry puts the thread back at its site, or past
+//!   it once the fast path committed;
+//! - on the way back, the sentry reports an interruption with the
+//!   registers it had given, which the handler's frame resumes later.
+//!
+//! Fast-path calls at a site the sentry will not rewrite (glibc's
+//! `syscall()`, say) are answered by the handler as before, once the
+//! sentry has named the site ([`stub::A_FAST_SITES`]); any other reaches
+//! the sentry once, to be rewritten.
+//!
 //! # The handoff
 //!
 //! The state word of a thread area says whose turn it is: `RUN` (the
@@ -101,6 +126,14 @@
 //!   any other change only as "wake up and look".
 //! - The published answers and counts: an application that changes them
 //!   changes what its own calls answer and what `--profile` counts for it.
+//! - The trampoline: it makes only the handler's calls (`futex` on the
+//!   thread's area, `exit`), so jumping into it gains nothing; its frame
+//!   and XSAVE image are the application's registers, which it may change
+//!   anyway (an image XRSTOR refuses makes the way back fault, which the
+//!   sentry reports as the application's own fault). A gs pointing at
+//!   another thread's area of the same stub is as writing that area. The
+//!   table and cells are mapped read-only and cannot be unmapped,
+//!   remapped or made writable by the application.
 //! - Not covered: the application can read the host's vsyscall page and
 //!   execute `cpuid`, `rdtsc` and the like natively (it sees the host CPU),
 //!   and the reserved range is refused to it.
@@ -336,6 +369,8 @@ impl Platform for TrapPlatform {
             stub_polls: self.shared.spin_max,
             stub_polled: false,
             fast_path: None,
+            resumed: Registers::default(),
+            next_fast_site: 0,
         }))
     }
 
@@ -350,6 +385,10 @@ impl Platform for TrapPlatform {
     fn enable_timing(&self) {}
 
     fn release_cached(&self) {}
+
+    fn syscall_trampoline(&self) -> Option<u64> {
+        Some(stub::trampoline().entry)
+    }
 
     fn guest_tsc_khz(&self) -> Option<u64> {
         // Application code runs on the host CPU and reads the host's TSC.
@@ -509,6 +548,10 @@ impl Stub {
         }
         // Wait for it to park (its first trap is its own).
         thread.wait_event(0)?;
+        thread.prepare_trampoline_frame()?;
+        for i in 0..stub::FAST_SITES {
+            thread.set_area_u64(stub::A_FAST_SITES + 8 * i, 0);
+        }
         Ok(thread)
     }
 }
@@ -691,6 +734,37 @@ impl StubThread {
             .ok_or_else(|| PlatformError::CpuFailure("stub signal frame out of place".into()))
     }
 
+    /// The trampoline's frame, where it keeps the application's registers
+    /// while the sentry has a call made through a rewritten site.
+    fn trampoline_frame(&self) -> Result<*mut u8, PlatformError> {
+        self.frame_ptr(self.area_va() + stub::FAKE_UC as u64, UC_SIZE)
+            .ok_or_else(|| PlatformError::CpuFailure("trampoline frame out of place".into()))
+    }
+
+    /// Readies the trampoline's frame from the signal frame the thread is
+    /// parked in: the FP pointer, and the XSAVE layout the kernel uses
+    /// (its software-reserved bytes and component mask), which the
+    /// trampoline's XSAVE then follows.
+    fn prepare_trampoline_frame(&self) -> Result<(), PlatformError> {
+        let uc = self.ucontext()?;
+        // SAFETY: uc is a checked ucontext.
+        let fp_va = unsafe { uc.add(UC_FPREGS).cast::<u64>().read_volatile() };
+        let head = self.frame_ptr(fp_va, FPX_SW_END).ok_or_else(|| PlatformError::CpuFailure("no FP frame".into()))?;
+        let fake_fp = self.area_va() + stub::FAKE_FP as u64;
+        let fake =
+            self.frame_ptr(fake_fp, FPX_SW_END).ok_or_else(|| PlatformError::CpuFailure("no FP frame".into()))?;
+        // SAFETY: both images were checked for their first 512 bytes.
+        let xfeatures = unsafe {
+            std::ptr::copy_nonoverlapping(head.add(FPX_SW), fake.add(FPX_SW), FPX_SW_END - FPX_SW);
+            head.add(FPX_SW + 8).cast::<u64>().read_unaligned()
+        };
+        self.set_area_u64(stub::A_XMASK, xfeatures);
+        let frame = self.trampoline_frame()?;
+        // SAFETY: inside the checked trampoline frame.
+        unsafe { frame.add(UC_FPREGS).cast::<u64>().write_volatile(fake_fp) };
+        Ok(())
+    }
+
     /// Waits for the thread to post an event, polling `polls` times
     /// before sleeping (see the handoff in the module docs); true if the
     /// polls ran out.
@@ -786,11 +860,18 @@ pub struct TrapContext {
     stub_polled: bool,
     /// The answers the handler may give without the sentry.
     fast_path: Option<FastPathState>,
+    /// The registers the thread was last given to run with.
+    resumed: Registers,
+    /// The entry of the thread's fast-path sites to fill next.
+    next_fast_site: usize,
 }
 
 impl TrapContext {
     fn write_fp(&self, t: &StubThread, fp: &FpState) -> Result<(), PlatformError> {
-        let uc = t.ucontext()?;
+        Self::write_fp_at(t, t.ucontext()?, fp)
+    }
+
+    fn write_fp_at(t: &StubThread, uc: *mut u8, fp: &FpState) -> Result<(), PlatformError> {
         // SAFETY: uc is a checked ucontext.
         let fp_va = unsafe { uc.add(UC_FPREGS).cast::<u64>().read_volatile() };
         let head = t.frame_ptr(fp_va, FPX_SW_END).ok_or_else(|| PlatformError::CpuFailure("no FP frame".into()))?;
@@ -814,7 +895,10 @@ impl TrapContext {
     }
 
     fn read_fp(&self, t: &StubThread) -> Result<FpState, PlatformError> {
-        let uc = t.ucontext()?;
+        Self::read_fp_at(t, t.ucontext()?)
+    }
+
+    fn read_fp_at(t: &StubThread, uc: *mut u8) -> Result<FpState, PlatformError> {
         // SAFETY: uc is a checked ucontext.
         let fp_va = unsafe { uc.add(UC_FPREGS).cast::<u64>().read_volatile() };
         let head = t.frame_ptr(fp_va, FPX_SW_END).ok_or_else(|| PlatformError::CpuFailure("no FP frame".into()))?;
@@ -846,6 +930,17 @@ impl TrapContext {
         };
         let trapno = greg(uc, REG_TRAPNO) as u8;
         let error_code = greg(uc, REG_ERR);
+        if signo == stub::SIGNO_TRAMPOLINE as i32 {
+            self.counts.syscalls += 1;
+            self.counts.rewritten_calls += 1;
+            return Ok(Event::Syscall);
+        }
+        let tramp = stub::trampoline();
+        if (tramp.entry..tramp.end).contains(&regs.rip)
+            && let Some(e) = self.in_trampoline(t, &tramp, signo, regs)?
+        {
+            return Ok(e);
+        }
         let c = &mut self.counts;
         Ok(match signo {
             libc::SIGSYS if read(SI_ARCH) as u32 == 0xc000_003e => {
@@ -897,6 +992,55 @@ impl TrapContext {
     }
 }
 
+impl TrapContext {
+    /// A signal that stopped the thread inside the trampoline, with
+    /// `regs` read from its frame: makes `regs` what the application
+    /// would see. In a fast path, or on the way to the cell's fallback,
+    /// the call has not happened: the thread is put back at its site
+    /// (past it once the fast path committed). On the way back from the
+    /// sentry it has not resumed: its registers are the ones the sentry
+    /// gave. Returns the event to report instead of the signal's own.
+    fn in_trampoline(
+        &mut self,
+        t: &StubThread,
+        tramp: &stub::TrampolineCode,
+        signo: i32,
+        regs: &mut Registers,
+    ) -> Result<Option<Event>, PlatformError> {
+        let rip = regs.rip;
+        if rip >= tramp.returning {
+            *regs = self.resumed;
+            self.pending_fp = Some(Self::read_fp_at(t, t.trampoline_frame()?).unwrap_or_default());
+            return Ok(Some(if signo == KICK_SIGNAL {
+                self.counts.interrupts += 1;
+                self.kick.pending.store(false, Ordering::Release);
+                Event::Interrupted
+            } else {
+                // Only an application that scribbled its frame makes the
+                // way back fault.
+                self.counts.exceptions += 1;
+                Event::Exception(Exception { vector: crate::arch::vector::GENERAL_PROTECTION, error_code: 0 })
+            }));
+        }
+        if rip >= tramp.posting {
+            // Kicks there are left pending by the handler, and nothing
+            // there faults.
+            return Err(PlatformError::CpuFailure(format!("signal {signo} while posting a call")));
+        }
+        if rip == tramp.commit {
+            regs.rip = regs.rcx;
+        } else {
+            regs.rsp = regs.rsp.wrapping_add(match rip {
+                r if r == tramp.lowered || r == tramp.popped => 128,
+                r if r == tramp.pushed => 136,
+                _ => 0,
+            });
+            regs.rip = regs.rcx.wrapping_sub(crate::arch::rewrite::SITE_LEN as u64);
+        }
+        Ok(None)
+    }
+}
+
 impl Context for TrapContext {
     fn switch(&mut self, space: &dyn AddressSpace, regs: &mut Registers) -> Result<Event, PlatformError> {
         let space = trap_space(space)?;
@@ -942,6 +1086,13 @@ impl Context for TrapContext {
     fn publish_fast_path(&mut self, state: Option<FastPathState>) {
         self.fast_path = state;
     }
+
+    fn fast_path_site_kept(&mut self, ret: u64) {
+        if let Some(t) = &self.thread {
+            t.set_area_u64(stub::A_FAST_SITES + 8 * self.next_fast_site, ret);
+            self.next_fast_site = (self.next_fast_site + 1) % stub::FAST_SITES;
+        }
+    }
 }
 
 fn trap_space(space: &dyn AddressSpace) -> Result<&TrapAddressSpace, PlatformError> {
@@ -972,6 +1123,7 @@ impl TrapContext {
 
     fn run(&mut self, t: &StubThread, regs: &mut Registers) -> Result<Event, PlatformError> {
         let uc = t.ucontext()?;
+        self.resumed = *regs;
         let mut r = *regs;
         for (i, v) in gregs_of(&mut r).into_iter().enumerate() {
             set_greg(uc, REG_R8 + i, *v);

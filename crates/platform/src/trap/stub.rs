@@ -83,6 +83,23 @@ pub(crate) const A_FAST_ANSWERS: usize = 136;
 /// entry; the sentry adds them to its counts and clears them at each event.
 pub(crate) const A_FAST_HITS: usize = A_FAST_ANSWERS + 8 * crate::FAST_PATH_SYSCALLS.len();
 const A_ALTSTACK: usize = 64;
+/// The mask of XSAVE components the trampoline saves and restores (the
+/// ones the kernel puts in a signal frame), written by the sentry.
+pub(crate) const A_XMASK: usize = 256;
+/// The top of the trampoline's stack, in the control page.
+const TRAMP_STACK: usize = 4096;
+/// Return addresses of fast-path calls at sites the sentry does not
+/// rewrite, which the handler answers itself ([`FAST_SITES`] of them).
+pub(crate) const A_FAST_SITES: usize = 264;
+pub(crate) const FAST_SITES: usize = 4;
+/// Where the trampoline keeps the application's registers while the
+/// sentry has its call: a ucontext, as a signal frame's, at the bottom of
+/// the alternate stack (signal frames are built from its top).
+pub(crate) const FAKE_UC: usize = 4096;
+/// The trampoline's XSAVE image, which the ucontext's FP pointer names.
+pub(crate) const FAKE_FP: usize = FAKE_UC + 512;
+/// The signal number an event from the trampoline is posted with.
+pub(crate) const SIGNO_TRAMPOLINE: u32 = 0;
 
 /// The thread is gone (the kernel clears the word when it exits).
 pub(crate) const STATE_DEAD: u32 = 0;
@@ -127,6 +144,34 @@ global_asm!(
     "cordon_trap_stub_handler:",
     "mov r8, rsp",
     "and r8, -{area}",
+    // A kick while the trampoline posts a call or waits for its answer:
+    // the sentry is about to hear from this thread anyway, and finds the
+    // kick pending then.
+    "cmp edi, {kick}",
+    "jne 0f",
+    "mov rax, qword ptr [rdx + {uc_rip}]",
+    "lea rcx, [rip + cordon_trap_stub_tramp_posting]",
+    "cmp rax, rcx",
+    "jb 0f",
+    "lea rcx, [rip + cordon_trap_stub_tramp_return]",
+    "cmp rax, rcx",
+    "jb 99f",
+    "0:",
+    // The trampoline's way back when the application's gs is not the
+    // thread area: the registers the sentry gave are in the trampoline's
+    // frame; return to them through rt_sigreturn.
+    "cmp edi, {sigill}",
+    "jne 0f",
+    "mov rax, qword ptr [rdx + {uc_rip}]",
+    "lea rcx, [rip + cordon_trap_stub_tramp_slow_return]",
+    "cmp rax, rcx",
+    "jne 0f",
+    "lea rsi, [r8 + {fake_uc} + {uc_gregs}]",
+    "lea rdi, [rdx + {uc_gregs}]",
+    "mov ecx, 18",
+    "rep movsq",
+    "jmp 8f",
+    "0:",
     // A call the sentry published the answer to is answered here: rax in
     // the frame, a count, and back through rt_sigreturn.
     "cmp edi, {sigsys}",
@@ -138,6 +183,50 @@ global_asm!(
     "cmp dword ptr [rsi + {si_arch}], {audit_arch}",
     "jne 1f",
     "mov eax, dword ptr [rsi + {si_syscall}]",
+    "call cordon_trap_stub_fast_index",
+    "jne 1f",
+    // Only at a site the sentry would not rewrite: any other goes to it
+    // once, to be rewritten, and is answered by the trampoline after.
+    "mov rax, qword ptr [rdx + {uc_rip}]",
+    "cmp rax, qword ptr [r8 + {a_fast_sites}]",
+    "je 2f",
+    "cmp rax, qword ptr [r8 + {a_fast_sites} + 8]",
+    "je 2f",
+    "cmp rax, qword ptr [r8 + {a_fast_sites} + 16]",
+    "je 2f",
+    "cmp rax, qword ptr [r8 + {a_fast_sites} + 24]",
+    "jne 1f",
+    "2:",
+    "mov rax, qword ptr [r8 + rcx * 8 + {a_fast_answers}]",
+    "mov qword ptr [rdx + {uc_rax}], rax",
+    "inc qword ptr [r8 + rcx * 8 + {a_fast_hits}]",
+    "ret",
+    "1:",
+    "mov dword ptr [r8 + {a_signo}], edi",
+    "mov qword ptr [r8 + {a_info}], rsi",
+    "mov qword ptr [r8 + {a_uc}], rdx",
+    "rdfsbase rcx",
+    "mov qword ptr [r8 + {a_fs}], rcx",
+    // The application's gs is 0 while the real one is the thread area,
+    // where the trampoline finds it.
+    "rdgsbase rcx",
+    "xor eax, eax",
+    "cmp rcx, r8",
+    "cmove rcx, rax",
+    "mov qword ptr [r8 + {a_gs}], rcx",
+    "call cordon_trap_stub_handoff",
+    "8:",
+    "mov rcx, qword ptr [r8 + {a_fs}]",
+    "wrfsbase rcx",
+    "mov rcx, qword ptr [r8 + {a_gs}]",
+    "test rcx, rcx",
+    "cmovz rcx, r8",
+    "wrgsbase rcx",
+    "99:",
+    "ret",
+    // eax: a system call number; sets ZF and rcx to its index in the fast
+    // paths if it has one. Clobbers nothing else.
+    "cordon_trap_stub_fast_index:",
     "xor ecx, ecx",
     "cmp eax, {nr0}",
     "je 9f",
@@ -158,22 +247,111 @@ global_asm!(
     "je 9f",
     "inc ecx",
     "cmp eax, {nr6}",
-    "je 9f",
-    "jmp 1f",
     "9:",
-    "mov rax, qword ptr [r8 + rcx * 8 + {a_fast_answers}]",
-    "mov qword ptr [rdx + {uc_rax}], rax",
-    "inc qword ptr [r8 + rcx * 8 + {a_fast_hits}]",
     "ret",
-    "1:",
-    "mov dword ptr [r8 + {a_signo}], edi",
-    "mov qword ptr [r8 + {a_info}], rsi",
-    "mov qword ptr [r8 + {a_uc}], rdx",
+    // The trampoline of rewritten sites (see crate::arch::rewrite): rcx
+    // = return address, r11 = the site's cell. No stack until the
+    // application's registers are saved: the red zone below rsp is the
+    // application's.
+    ".globl cordon_trap_stub_trampoline",
+    "cordon_trap_stub_trampoline:",
+    // gs must be a thread area of this stub, or the application set its
+    // own: then the cell's plain system call, which traps.
+    "rdgsbase rax",
+    "test eax, {area} - 1",
+    "jnz 70f",
+    "shr rax, 16",
+    "sub rax, {first_area_shifted}",
+    "cmp rax, {max_threads}",
+    "jae 70f",
+    "mov eax, dword ptr [r11 + {cell_nr}]",
+    "cmp dword ptr gs:[{a_fast_on}], 0",
+    "je cordon_trap_stub_tramp_posting",
+    // The cell is done with: r11 = the index of a fast path.
+    "xor r11d, r11d",
+    "cmp eax, {nr0}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr1}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr2}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr3}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr4}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr5}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr6}",
+    "jne cordon_trap_stub_tramp_posting",
+    // A fast path: the answer, a count, r11 = the flags as a system call
+    // leaves them (pushed below the red zone), and back.
+    "9:",
+    "mov rax, qword ptr gs:[r11 * 8 + {a_fast_answers}]",
+    "inc qword ptr gs:[r11 * 8 + {a_fast_hits}]",
+    "lea rsp, [rsp - 128]",
+    ".globl cordon_trap_stub_tramp_lowered",
+    "cordon_trap_stub_tramp_lowered:",
+    "pushfq",
+    ".globl cordon_trap_stub_tramp_pushed",
+    "cordon_trap_stub_tramp_pushed:",
+    "pop r11",
+    ".globl cordon_trap_stub_tramp_popped",
+    "cordon_trap_stub_tramp_popped:",
+    "lea rsp, [rsp + 128]",
+    ".globl cordon_trap_stub_tramp_commit",
+    "cordon_trap_stub_tramp_commit:",
+    "jmp rcx",
+    "70:",
+    "mov eax, dword ptr [r11 + {cell_nr}]",
+    "add r11, {cell_fallback}",
+    "jmp r11",
+    // The call goes to the sentry: the registers into the thread's
+    // trampoline frame, shaped as a signal frame's, then the handoff.
+    ".globl cordon_trap_stub_tramp_posting",
+    "cordon_trap_stub_tramp_posting:",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 0 * 8], r8",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 1 * 8], r9",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 2 * 8], r10",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 4 * 8], r12",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 5 * 8], r13",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 6 * 8], r14",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 7 * 8], r15",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 8 * 8], rdi",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 9 * 8], rsi",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 10 * 8], rbp",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 11 * 8], rbx",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 12 * 8], rdx",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 13 * 8], rax",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 14 * 8], rcx",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 15 * 8], rsp",
+    "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 16 * 8], rcx",
+    "rdgsbase r8",
+    "lea rsp, [r8 + {tramp_stack}]",
+    "pushfq",
+    "pop r11",
+    "mov qword ptr [r8 + {fake_uc} + {uc_gregs} + 3 * 8], r11",
+    "mov qword ptr [r8 + {fake_uc} + {uc_gregs} + 17 * 8], r11",
+    "mov eax, dword ptr [r8 + {a_xmask}]",
+    "mov edx, dword ptr [r8 + {a_xmask} + 4]",
+    "xsave64 [r8 + {fake_fp}]",
+    "mov dword ptr [r8 + {a_signo}], {signo_trampoline}",
+    "lea rcx, [r8 + {fake_uc}]",
+    "mov qword ptr [r8 + {a_uc}], rcx",
     "rdfsbase rcx",
     "mov qword ptr [r8 + {a_fs}], rcx",
-    "rdgsbase rcx",
-    "mov qword ptr [r8 + {a_gs}], rcx",
-    // Post the event; wake the sentry only if it announced it sleeps.
+    "mov qword ptr [r8 + {a_gs}], 0",
+    "call cordon_trap_stub_handoff",
+    "jmp cordon_trap_stub_tramp_return",
+    // The handoff (see the module docs of the platform): posts the event
+    // of the thread whose area is r8, waits for the sentry's answer and
+    // returns when it says run; exits the thread when it says exit.
+    "cordon_trap_stub_handoff:",
     "mov eax, {event}",
     "xchg eax, dword ptr [r8]",
     "cmp eax, {run}",
@@ -183,7 +361,7 @@ global_asm!(
     "mov esi, 1", // FUTEX_WAKE, shared: the sentry waits in another process
     "mov edx, 1",
     "syscall",
-    // Spin for the answer as long as the sentry allows (never more than
+    // Poll for the answer as long as the sentry allows (never more than
     // the cap), then announce sleep and wait on the futex.
     "2:",
     "mov ecx, dword ptr [r8 + {a_spin}]",
@@ -221,16 +399,49 @@ global_asm!(
     "cmp eax, {run_sleeping}",
     "jne 4f",
     "8:",
-    "mov rcx, qword ptr [r8 + {a_fs}]",
-    "wrfsbase rcx",
-    "mov rcx, qword ptr [r8 + {a_gs}]",
-    "wrgsbase rcx",
     "ret",
     "4:",
     "mov eax, {sys_exit}",
     "xor edi, edi",
     "syscall",
     "ud2",
+    // Back to the application with the registers and FP state the sentry
+    // left in the frame. A kick from here on is reported by the sentry
+    // as an interruption before these registers ran.
+    ".globl cordon_trap_stub_tramp_return",
+    "cordon_trap_stub_tramp_return:",
+    "mov eax, dword ptr [r8 + {a_xmask}]",
+    "mov edx, dword ptr [r8 + {a_xmask} + 4]",
+    "xrstor64 [r8 + {fake_fp}]",
+    "mov rcx, qword ptr [r8 + {a_fs}]",
+    "wrfsbase rcx",
+    "cmp qword ptr [r8 + {a_gs}], 0",
+    "jne cordon_trap_stub_tramp_slow_return",
+    "push qword ptr [r8 + {fake_uc} + {uc_gregs} + 17 * 8]",
+    "popfq",
+    "mov r9, qword ptr [r8 + {fake_uc} + {uc_gregs} + 1 * 8]",
+    "mov r10, qword ptr [r8 + {fake_uc} + {uc_gregs} + 2 * 8]",
+    "mov r11, qword ptr [r8 + {fake_uc} + {uc_gregs} + 3 * 8]",
+    "mov r12, qword ptr [r8 + {fake_uc} + {uc_gregs} + 4 * 8]",
+    "mov r13, qword ptr [r8 + {fake_uc} + {uc_gregs} + 5 * 8]",
+    "mov r14, qword ptr [r8 + {fake_uc} + {uc_gregs} + 6 * 8]",
+    "mov r15, qword ptr [r8 + {fake_uc} + {uc_gregs} + 7 * 8]",
+    "mov rdi, qword ptr [r8 + {fake_uc} + {uc_gregs} + 8 * 8]",
+    "mov rsi, qword ptr [r8 + {fake_uc} + {uc_gregs} + 9 * 8]",
+    "mov rbp, qword ptr [r8 + {fake_uc} + {uc_gregs} + 10 * 8]",
+    "mov rbx, qword ptr [r8 + {fake_uc} + {uc_gregs} + 11 * 8]",
+    "mov rdx, qword ptr [r8 + {fake_uc} + {uc_gregs} + 12 * 8]",
+    "mov rax, qword ptr [r8 + {fake_uc} + {uc_gregs} + 13 * 8]",
+    "mov rcx, qword ptr [r8 + {fake_uc} + {uc_gregs} + 14 * 8]",
+    "mov rsp, qword ptr [r8 + {fake_uc} + {uc_gregs} + 15 * 8]",
+    "mov r8, qword ptr [r8 + {fake_uc} + {uc_gregs} + 0 * 8]",
+    "jmp qword ptr gs:[{fake_uc} + {uc_gregs} + 16 * 8]",
+    // The application's gs is its own: the handler returns (above).
+    ".globl cordon_trap_stub_tramp_slow_return",
+    "cordon_trap_stub_tramp_slow_return:",
+    "ud2",
+    ".globl cordon_trap_stub_tramp_end",
+    "cordon_trap_stub_tramp_end:",
     ".globl cordon_trap_stub_restorer",
     "cordon_trap_stub_restorer:",
     "mov eax, {sys_rt_sigreturn}",
@@ -386,6 +597,20 @@ global_asm!(
     "cordon_trap_stub_end:",
     ".popsection",
     area = const AREA,
+    kick = const super::KICK_SIGNAL,
+    sigill = const libc::SIGILL,
+    uc_rip = const 40 + 16 * 8,
+    uc_gregs = const 40,
+    fake_uc = const FAKE_UC,
+    fake_fp = const FAKE_FP,
+    a_xmask = const A_XMASK,
+    a_fast_sites = const A_FAST_SITES,
+    tramp_stack = const TRAMP_STACK,
+    first_area_shifted = const (SLOT + AREA) >> 16,
+    max_threads = const MAX_THREADS,
+    cell_nr = const crate::arch::rewrite::CELL_NR,
+    cell_fallback = const crate::arch::rewrite::CELL_FALLBACK,
+    signo_trampoline = const SIGNO_TRAMPOLINE,
     a_signo = const A_SIGNO,
     a_info = const A_INFO,
     a_uc = const A_UCONTEXT,
@@ -460,6 +685,14 @@ unsafe extern "C" {
     static cordon_trap_stub_handler: u8;
     static cordon_trap_stub_restorer: u8;
     static cordon_trap_stub_control: u8;
+    static cordon_trap_stub_trampoline: u8;
+    static cordon_trap_stub_tramp_lowered: u8;
+    static cordon_trap_stub_tramp_pushed: u8;
+    static cordon_trap_stub_tramp_popped: u8;
+    static cordon_trap_stub_tramp_commit: u8;
+    static cordon_trap_stub_tramp_posting: u8;
+    static cordon_trap_stub_tramp_return: u8;
+    static cordon_trap_stub_tramp_end: u8;
     static cordon_trap_stub_end: u8;
 }
 
@@ -489,4 +722,38 @@ pub(crate) fn restorer() -> u64 {
 /// The control loop's address in a stub.
 pub(crate) fn control() -> u64 {
     CODE + offset(&raw const cordon_trap_stub_control)
+}
+
+/// Where the trampoline's code lies in a stub, in the order it runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TrampolineCode {
+    /// The entry cells jump to.
+    pub entry: u64,
+    /// In a fast path, rsp is 128 below the application's here...
+    pub lowered: u64,
+    /// ...136 here...
+    pub pushed: u64,
+    /// ...and 128 here.
+    pub popped: u64,
+    /// The jump that ends a fast path.
+    pub commit: u64,
+    /// From here the call is being posted to the sentry.
+    pub posting: u64,
+    /// From here the sentry's answer is being restored.
+    pub returning: u64,
+    pub end: u64,
+}
+
+/// The trampoline's addresses in a stub.
+pub(crate) fn trampoline() -> TrampolineCode {
+    TrampolineCode {
+        entry: CODE + offset(&raw const cordon_trap_stub_trampoline),
+        lowered: CODE + offset(&raw const cordon_trap_stub_tramp_lowered),
+        pushed: CODE + offset(&raw const cordon_trap_stub_tramp_pushed),
+        popped: CODE + offset(&raw const cordon_trap_stub_tramp_popped),
+        commit: CODE + offset(&raw const cordon_trap_stub_tramp_commit),
+        posting: CODE + offset(&raw const cordon_trap_stub_tramp_posting),
+        returning: CODE + offset(&raw const cordon_trap_stub_tramp_return),
+        end: CODE + offset(&raw const cordon_trap_stub_tramp_end),
+    }
 }

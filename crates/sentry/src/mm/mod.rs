@@ -26,6 +26,7 @@
 
 mod io;
 mod mappable;
+mod rewrite;
 mod shared;
 mod vma;
 
@@ -38,6 +39,7 @@ use platform::{Access, AddressSpace};
 
 pub use io::Pinned;
 pub use mappable::{MapName, MapPath, Mappable};
+pub use rewrite::{Rewrite, SiteTrap};
 pub use shared::SharedMemory;
 pub use vma::{Backing, Role, Vma, VmaMap};
 
@@ -189,6 +191,8 @@ struct State {
     released: Vec<Frame>,
     /// Frames of the memory file's capacity charged for the records above.
     charged: u64,
+    /// Rewritten system call sites.
+    rewrites: rewrite::Rewrites,
 }
 
 impl State {
@@ -284,6 +288,7 @@ impl MemoryManager {
                 stats: MmStats::default(),
                 released: Vec::new(),
                 charged: 0,
+                rewrites: rewrite::Rewrites::default(),
             }),
             exe_hold: Mutex::new(None),
         }
@@ -326,14 +331,18 @@ impl MemoryManager {
 
     /// Copies of the VMAs, for /proc and tests.
     pub fn vmas(&self) -> Vec<Vma> {
-        self.lock().vmas.iter().cloned().collect()
+        self.lock().vmas.iter().filter(|v| v.role != Role::Trampolines).cloned().collect()
     }
 
     /// Copies of the VMAs, each with the pages of it backed by frames
     /// (/proc/PID/smaps and statm).
     pub fn vmas_resident(&self) -> Vec<(Vma, u64)> {
         let st = self.lock();
-        st.vmas.iter().map(|v| (v.clone(), st.pages.range(v.start..v.end).count() as u64)).collect()
+        st.vmas
+            .iter()
+            .filter(|v| v.role != Role::Trampolines)
+            .map(|v| (v.clone(), st.pages.range(v.start..v.end).count() as u64))
+            .collect()
     }
 
     /// Pages currently backed by frames.
@@ -372,7 +381,7 @@ impl MemoryManager {
             }
             // An address the address space cannot give, as Linux answers
             // for one past TASK_SIZE.
-            if overlaps_reserved(addr, end) {
+            if overlaps_reserved(addr, end) || st.rewrites.overlaps(addr, end) {
                 return Err(MmError::NoMemory);
             }
             if flags.fixed_noreplace && !st.vmas.is_free(addr, end) {
@@ -426,13 +435,16 @@ impl MemoryManager {
         if st.vmas.len() >= MAX_MAP_COUNT && st.vmas.find(addr).is_some_and(|v| v.start < addr && end < v.end) {
             return Err(MmError::NoMemory);
         }
-        self.unmap_locked(&mut st, addr, end);
+        for (s, e) in st.rewrites.outside(addr, end) {
+            self.unmap_locked(&mut st, s, e);
+        }
         drop(st);
         Ok(())
     }
 
     fn unmap_locked(&self, st: &mut State, start: u64, end: u64) {
         st.vmas.remove(start, end);
+        Self::forget_sites(st, start, end);
         self.drop_pages(st, start, end);
     }
 
@@ -467,8 +479,19 @@ impl MemoryManager {
         if !st.vmas.is_fully_mapped(addr, end) {
             return Err(MmError::NoMemory);
         }
+        let parts = st.rewrites.outside(addr, end);
+        if parts[..] != [(addr, end)] {
+            drop(st);
+            for (a, e) in parts {
+                self.protect(a, e - a, access)?;
+            }
+            return Ok(());
+        }
         if st.vmas.overlapping(addr, end).any(|v| !v.max_access.contains(access)) {
             return Err(MmError::Denied);
+        }
+        if access.write {
+            self.restore_sites(&mut st, addr, end);
         }
         // Each mapping cut at an end of the range, if its access changes,
         // is one more.
@@ -528,7 +551,7 @@ impl MemoryManager {
         let new_len = page_up(new_len).filter(|l| *l > 0 && *l <= USER_TOP).ok_or(MmError::Invalid)?;
         let old_end = old.checked_add(old_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
         let mut st = self.lock();
-        let vma = st.vmas.find(old).cloned().ok_or(MmError::Unmapped)?;
+        let vma = st.vmas.find(old).cloned().filter(|v| v.role != Role::Trampolines).ok_or(MmError::Unmapped)?;
         if old_end > vma.end {
             return Err(MmError::Unmapped);
         }
@@ -552,7 +575,7 @@ impl MemoryManager {
             if dest < old_end && old < dest_end {
                 return Err(MmError::Invalid);
             }
-            if overlaps_reserved(dest, dest_end) {
+            if overlaps_reserved(dest, dest_end) || st.rewrites.overlaps(dest, dest_end) {
                 return Err(MmError::NoMemory);
             }
             self.unmap_locked(&mut st, dest, dest_end);
@@ -606,7 +629,7 @@ impl MemoryManager {
         let dest = match fixed {
             Some(d) => {
                 let end = d.checked_add(new_len).filter(|e| *e <= USER_TOP).ok_or(MmError::Invalid)?;
-                if overlaps_reserved(d, end) {
+                if overlaps_reserved(d, end) || st.rewrites.overlaps(d, end) {
                     return Err(MmError::NoMemory);
                 }
                 self.unmap_locked(st, d, end);
@@ -632,6 +655,7 @@ impl MemoryManager {
         new_len: u64,
     ) -> Result<u64, MmError> {
         let piece = st.vmas.remove(old, old + len);
+        Self::forget_sites(st, old, old + len);
         let Some(first) = piece.first() else { return Err(MmError::Unmapped) };
         let mut moved = first.clone();
         moved.start = dest;
@@ -666,7 +690,9 @@ impl MemoryManager {
         if !st.vmas.is_fully_mapped(addr, end) {
             return Err(MmError::NoMemory);
         }
-        self.drop_pages(&mut st, addr, end);
+        for (s, e) in st.rewrites.outside(addr, end) {
+            self.drop_pages(&mut st, s, e);
+        }
         drop(st);
         Ok(())
     }
@@ -1019,6 +1045,7 @@ impl MemoryManager {
         cs.vmas = st.vmas.clone();
         cs.brk_start = st.brk_start;
         cs.brk = st.brk;
+        cs.rewrites = st.rewrites.clone();
         let vmas: Vec<Vma> = st.vmas.iter().cloned().collect();
         // Runs of the parent's pages that lose write access.
         let mut write_protect: Vec<(u64, u64, Access)> = Vec::new();

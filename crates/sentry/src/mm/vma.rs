@@ -63,6 +63,9 @@ pub enum Role {
     Plain,
     Heap,
     Stack,
+    /// The table and cells of rewritten system call sites, which the
+    /// application does not see.
+    Trampolines,
 }
 
 /// One virtual memory area.

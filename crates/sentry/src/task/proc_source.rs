@@ -893,7 +893,7 @@ fn maps_line(out: &mut Vec<u8>, v: &crate::mm::Vma) {
     let name = match v.role {
         Role::Heap => b"[heap]".to_vec(),
         Role::Stack => b"[stack]".to_vec(),
-        Role::Plain => name,
+        Role::Plain | Role::Trampolines => name,
     };
     let line_start = out.len();
     let _ = write!(

@@ -10,7 +10,7 @@ use platform::{Event, FastPathState};
 use super::block::set_current;
 use super::exit::{ExitKind, exit_thread};
 use super::{ExitStatus, Task};
-use crate::mm::MmError;
+use crate::mm::{MmError, Rewrite, SiteTrap};
 use crate::signal::{SigFields, SigInfo};
 
 /// What restart_syscall resumes: a call with a timeout that a signal
@@ -72,6 +72,27 @@ impl Task {
         }
     }
 
+    /// An invalid opcode or breakpoint that a rewritten system call site
+    /// explains (see [`MemoryManager::site_trap`]); moves rip to where the
+    /// call returns or to the instruction to run again.
+    ///
+    /// [`MemoryManager::site_trap`]: crate::mm::MemoryManager::site_trap
+    fn site_trap(&mut self, x: &platform::Exception) -> Option<SiteTrap> {
+        use platform::arch::vector;
+        let breakpoint = match x.vector {
+            vector::BREAKPOINT => true,
+            vector::INVALID_OPCODE => false,
+            _ => return None,
+        };
+        let trap = self.mm.site_trap(breakpoint, self.regs.rip)?;
+        match (trap, breakpoint) {
+            (SiteTrap::Syscall, _) => self.regs.rip += 2,
+            (SiteTrap::Retry, true) => self.regs.rip -= 1,
+            (SiteTrap::Retry, false) => {}
+        }
+        Some(trap)
+    }
+
     /// A CPU exception other than a page fault.
     fn exception_signal(&mut self, x: platform::Exception) {
         let mut code = [0u8; 2];
@@ -99,6 +120,7 @@ pub fn run_task(mut task: Task) {
     // With --strace every call must reach the sentry to be printed.
     let fast_paths = !kernel.config.strace;
     let mut parent = (u64::MAX, 0);
+    let trampoline = kernel.platform.syscall_trampoline().filter(|_| kernel.config.rewrite_sites);
     loop {
         task.handle_signals();
         if task.shared.is_killed() {
@@ -119,6 +141,18 @@ pub fn run_task(mut task: Task) {
         let started = timing.then(Instant::now);
         let kind = match event {
             Event::Syscall => {
+                let nr = task.regs.syscall_number();
+                let kept = match trampoline.map(|entry| task.mm.rewrite_site(task.regs.rip, nr, entry)) {
+                    Some(Rewrite::NewlyPatched) => {
+                        kernel.stats.record_rewritten_site();
+                        false
+                    }
+                    Some(Rewrite::Patched) => false,
+                    Some(Rewrite::Kept) | None => true,
+                };
+                if kept && fast_paths && platform::FAST_PATH_SYSCALLS.contains(&nr) {
+                    task.ctx.fast_path_site_kept(task.regs.rip);
+                }
                 crate::syscalls::dispatch(&mut task);
                 EventKind::Syscall
             }
@@ -132,10 +166,17 @@ pub fn run_task(mut task: Task) {
                 }
                 EventKind::PageFault
             }
-            Event::Exception(x) => {
-                task.exception_signal(x);
-                EventKind::Exception
-            }
+            Event::Exception(x) => match task.site_trap(&x) {
+                Some(SiteTrap::Syscall) => {
+                    crate::syscalls::dispatch(&mut task);
+                    EventKind::Syscall
+                }
+                Some(SiteTrap::Retry) => EventKind::Exception,
+                None => {
+                    task.exception_signal(x);
+                    EventKind::Exception
+                }
+            },
             Event::Interrupted => EventKind::Interrupt,
         };
         kernel.stats.record_event(kind, started.map(|s| s.elapsed()));
