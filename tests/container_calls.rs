@@ -2,8 +2,9 @@
 //! container's kernel does: setting the clocks (refused without
 //! CAP_SYS_TIME) and reading their state, scheduling attributes and I/O
 //! priorities, memory protection keys (none, as on a CPU without them),
-//! memory policies on one node, and membarrier. Each C program runs natively
-//! (narrowed to a container's capabilities first) and in the sandbox.
+//! memory policies on one node, membarrier, and session keyrings with
+//! "user" keys. Each C program runs natively (narrowed to a container's
+//! capabilities first where privileges matter) and in the sandbox.
 
 mod common;
 
@@ -25,4 +26,10 @@ fn sched_attr() {
 fn mem_policy() {
     require_kvm!();
     c_test("mem_policy", &[]);
+}
+
+#[test]
+fn keyrings() {
+    require_kvm!();
+    c_test("keyrings", &[]);
 }

@@ -466,7 +466,10 @@ impl Creds {
         let mut c = self.clone();
         c.uid.fs = c.uid.real;
         c.gid.fs = c.gid.real;
-        c.caps.effective = if c.uid.real == 0 { c.caps.permitted } else { 0 };
+        // Under SECBIT_NO_SETUID_FIXUP the effective set stays as it is.
+        if !self.secure(secure::NO_SETUID_FIXUP) {
+            c.caps.effective = if c.uid.real == 0 { c.caps.permitted } else { 0 };
+        }
         c
     }
 

@@ -7,7 +7,7 @@ use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
 use super::{
-    Handler, epoll, fs, futex, info, io, membarrier, mm, mount, namei, net, notify, numa, pipe, process, sched,
+    Handler, epoll, fs, futex, info, io, keys, membarrier, mm, mount, namei, net, notify, numa, pipe, process, sched,
     settime, signal, time, timer,
 };
 
@@ -119,6 +119,9 @@ table! {
     getpgid => process::getpgid, [Int], Int;
     capget => process::capget, [Ptr, Ptr], Int;
     capset => process::capset, [Ptr, Ptr], Int;
+    add_key => keys::add_key, [Path, Path, Ptr, UInt, Int], Int;
+    request_key => keys::request_key, [Path, Path, Path, Int], Int;
+    keyctl => keys::keyctl, [Int, Hex, Hex, Hex, Hex], Int;
     rt_sigpending => signal::rt_sigpending, [Ptr, UInt], Int;
     sigaltstack => signal::sigaltstack, [Ptr, Ptr], Int;
     utime => namei::utimes, [Path, Ptr], Int;

@@ -165,6 +165,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
             if has(g::CLONE_PARENT) { parent.tg.state.lock().unwrap().exit_signal } else { args.exit_signal };
         let tg = ThreadGroup::new(tid, handlers, exit_signal, parent.tg.signal_account.clone(), parent.tg.creds());
         tg.pkey_slot_spent.store(parent.tg.pkey_slot_spent.load(Ordering::Relaxed), Ordering::Relaxed);
+        tg.session_keyring.store(parent.tg.session_keyring.load(Ordering::Relaxed), Ordering::Relaxed);
         tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
         let mut info = parent.tg.info.lock().unwrap().clone();
         info.comm = parent.shared.comm.lock().unwrap().clone();

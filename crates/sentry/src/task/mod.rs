@@ -453,6 +453,9 @@ pub struct ThreadGroup {
     /// The memory's one protection key slot is spent (see
     /// `syscalls::mm::pkey_alloc`): copied by fork, reset by execve.
     pub pkey_slot_spent: AtomicBool,
+    /// The serial of the process's session keyring (0 until one is
+    /// wanted): inherited by fork, kept by execve.
+    pub session_keyring: AtomicI32,
 }
 
 impl ThreadGroup {
@@ -479,6 +482,7 @@ impl ThreadGroup {
             curr_target: AtomicI32::new(tgid),
             membarrier_registrations: AtomicU32::new(0),
             pkey_slot_spent: AtomicBool::new(false),
+            session_keyring: AtomicI32::new(0),
         })
     }
 
