@@ -284,9 +284,8 @@ if __name__ == "__main__":
 }
 
 /// multiprocessing.Pool: its locks are POSIX semaphores (sem_open), which
-/// need a writable /dev/shm. Fails until the sentry's /dev has one.
+/// live in the sandbox's writable /dev/shm.
 #[test]
-#[ignore = "no /dev/shm in the sandbox: sem_open fails with ENOENT"]
 fn multiprocessing_pool() {
     require_kvm!();
     same(

@@ -2,6 +2,7 @@
  * the regression guard on the sentry's exit and fault counts. Each argument
  * NAME=N runs one phase:
  *   syscalls=N   N getppid calls by a raw syscall instruction
+ *   getpid=N     N getpid calls through the C library's wrapper
  *   touch=N      first write to each of N pages of a fresh anonymous mapping
  *   cow=N        a forked child writes each of N pages its parent filled
  *   signals=N    N SIGUSR1s raised and handled
@@ -40,6 +41,13 @@ static void phase_syscalls(long n) {
     for (long i = 0; i < n; i++)
         sum += raw_getppid() >= 0;
     printf("syscalls: %ld of %ld answered\n", sum, n);
+}
+
+static void phase_getpid(long n) {
+    long same = 0, pid = getpid();
+    for (long i = 0; i < n; i++)
+        same += getpid() == pid;
+    printf("getpid: %ld of %ld the same\n", same, n);
 }
 
 static void phase_touch(long n) {
@@ -138,6 +146,8 @@ int main(int argc, char **argv) {
         long n = atol(eq + 1);
         if (!strcmp(argv[i], "syscalls"))
             phase_syscalls(n);
+        else if (!strcmp(argv[i], "getpid"))
+            phase_getpid(n);
         else if (!strcmp(argv[i], "touch"))
             phase_touch(n);
         else if (!strcmp(argv[i], "cow"))

@@ -381,6 +381,22 @@ static void forked_child_uses_rewritten_sites(void) {
     printf("a forked child's calls through its parent's sites answer for the child\n");
 }
 
+/* A vfork child shares its parent's address space, rewritten sites and
+ * all, but is a process of its own. */
+static void vfork_child_is_itself(void) {
+    long parent_pid = site_getpid();
+    CHECK(site_getpid() == parent_pid);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        long me = syscall(SYS_getpid);
+        _exit(site_getpid() == me && site_getppid() == parent_pid ? 0 : 1);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(site_getpid() == parent_pid);
+    printf("a vfork child's calls through its parent's sites answer for the child\n");
+}
+
 int main(void) {
     threads_race_through_fresh_sites();
     calls_preserve_what_a_syscall_preserves();
@@ -390,5 +406,6 @@ int main(void) {
     jit_code();
     file_code();
     forked_child_uses_rewritten_sites();
+    vfork_child_is_itself();
     return done();
 }

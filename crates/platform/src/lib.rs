@@ -145,11 +145,34 @@ pub trait Platform: Send + Sync {
     /// the host's TSC value, ticking at `khz`: the sandbox's clock page can
     /// then be read without a syscall. `None` once that cannot be promised.
     fn guest_tsc_khz(&self) -> Option<u64>;
-    /// The address rewritten system call sites jump to (their cells'
-    /// entry, see [`arch::rewrite`]), or `None` if this platform gains
-    /// nothing from them and sites are left as they are.
-    fn syscall_trampoline(&self) -> Option<u64> {
+    /// How rewritten system call sites reach this platform's trampoline
+    /// ([`arch::rewrite`]), or `None` if it gains nothing from them and
+    /// sites are left as they are.
+    fn syscall_trampoline(&self) -> Option<Trampoline> {
         None
+    }
+}
+
+/// A platform's trampoline for rewritten system call sites.
+#[derive(Clone, Copy, Debug)]
+pub struct Trampoline {
+    /// The address cells jump to.
+    pub entry: u64,
+    /// Code to place at [`arch::rewrite::CODE`] in the application's
+    /// address space, when the entry lies there.
+    pub code: Option<&'static [u8]>,
+    /// The trampoline answers the fast paths from the page at
+    /// [`arch::rewrite::ANSWERS`], which the sentry keeps, rather than from
+    /// the context's own published state.
+    pub answers_in_table: bool,
+    /// Only sites of these calls are worth rewriting (`None`: every one).
+    pub only: Option<&'static [u64]>,
+}
+
+impl Trampoline {
+    /// True if a site of system call `nr` is worth rewriting.
+    pub fn rewrites(&self, nr: u64) -> bool {
+        self.only.is_none_or(|only| only.contains(&nr))
     }
 }
 
@@ -213,6 +236,11 @@ pub trait Context: Send {
     /// the platform may answer calls there without the sentry from now on,
     /// as it answers calls through rewritten sites.
     fn fast_path_site_kept(&mut self, _ret: u64) {}
+    /// True if the last [`Event::Syscall`] came through a rewritten site's
+    /// trampoline, so that its site needs no look.
+    fn last_call_rewritten(&self) -> bool {
+        false
+    }
 }
 
 /// System calls a context may answer from a [`FastPathState`] without an

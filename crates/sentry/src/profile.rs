@@ -155,7 +155,10 @@ impl Report {
             })
             .collect();
         // Calls the platform answered without an exit count as calls too.
-        for (nr, hits) in platform::FAST_PATH_SYSCALLS.into_iter().zip(e.fast_path) {
+        let in_memory = st.fast_path_hits();
+        let answered =
+            std::array::from_fn::<u64, { platform::FAST_PATH_SYSCALLS.len() }, _>(|i| e.fast_path[i] + in_memory[i]);
+        for (nr, hits) in platform::FAST_PATH_SYSCALLS.into_iter().zip(answered) {
             if hits == 0 {
                 continue;
             }

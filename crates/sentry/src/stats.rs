@@ -63,6 +63,9 @@ pub struct Stats {
     beyond_table: AtomicU64,
     /// System call sites rewritten to skip the trap.
     rewritten_sites: AtomicU64,
+    /// Calls a trampoline in application memory answered, by fast-path
+    /// index (the platform counts those its own trampoline answers).
+    fast_path_hits: [AtomicU64; platform::FAST_PATH_SYSCALLS.len()],
 }
 
 impl Default for Stats {
@@ -76,6 +79,7 @@ impl Default for Stats {
             fault_pages: AtomicU64::new(0),
             task_ns: AtomicU64::new(0),
             rewritten_sites: AtomicU64::new(0),
+            fast_path_hits: Default::default(),
             beyond_table: AtomicU64::new(0),
         }
     }
@@ -151,6 +155,18 @@ impl Stats {
     /// nothing measurable beside a rewrite).
     pub fn record_rewritten_site(&self) {
         self.rewritten_sites.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn record_fast_path_hits(&self, hits: &[u64; platform::FAST_PATH_SYSCALLS.len()]) {
+        for (c, h) in self.fast_path_hits.iter().zip(hits) {
+            if *h != 0 {
+                c.fetch_add(*h, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn fast_path_hits(&self) -> [u64; platform::FAST_PATH_SYSCALLS.len()] {
+        std::array::from_fn(|i| self.fast_path_hits[i].load(Ordering::Relaxed))
     }
 
     pub fn rewritten_sites(&self) -> u64 {

@@ -606,6 +606,16 @@ impl Platform for KvmPlatform {
         self.shared.flush_quarantine();
     }
 
+    fn syscall_trampoline(&self) -> Option<crate::Trampoline> {
+        use arch::x86_64::trampoline;
+        Some(crate::Trampoline {
+            entry: crate::arch::rewrite::CODE,
+            code: Some(trampoline::code()),
+            answers_in_table: true,
+            only: Some(&trampoline::ANSWERED),
+        })
+    }
+
     fn guest_tsc_khz(&self) -> Option<u64> {
         let s = &self.shared;
         let khz = s.tsc_khz.load(Ordering::Relaxed);

@@ -371,6 +371,7 @@ impl Platform for TrapPlatform {
             fast_path: None,
             resumed: Registers::default(),
             next_fast_site: 0,
+            last_call_rewritten: false,
         }))
     }
 
@@ -386,8 +387,8 @@ impl Platform for TrapPlatform {
 
     fn release_cached(&self) {}
 
-    fn syscall_trampoline(&self) -> Option<u64> {
-        Some(stub::trampoline().entry)
+    fn syscall_trampoline(&self) -> Option<crate::Trampoline> {
+        Some(crate::Trampoline { entry: stub::trampoline().entry, code: None, answers_in_table: false, only: None })
     }
 
     fn guest_tsc_khz(&self) -> Option<u64> {
@@ -864,6 +865,8 @@ pub struct TrapContext {
     resumed: Registers,
     /// The entry of the thread's fast-path sites to fill next.
     next_fast_site: usize,
+    /// The last event was a call through the trampoline.
+    last_call_rewritten: bool,
 }
 
 impl TrapContext {
@@ -930,7 +933,8 @@ impl TrapContext {
         };
         let trapno = greg(uc, REG_TRAPNO) as u8;
         let error_code = greg(uc, REG_ERR);
-        if signo == stub::SIGNO_TRAMPOLINE as i32 {
+        self.last_call_rewritten = signo == stub::SIGNO_TRAMPOLINE as i32;
+        if self.last_call_rewritten {
             self.counts.syscalls += 1;
             self.counts.rewritten_calls += 1;
             return Ok(Event::Syscall);
@@ -1085,6 +1089,10 @@ impl Context for TrapContext {
 
     fn publish_fast_path(&mut self, state: Option<FastPathState>) {
         self.fast_path = state;
+    }
+
+    fn last_call_rewritten(&self) -> bool {
+        self.last_call_rewritten
     }
 
     fn fast_path_site_kept(&mut self, ret: u64) {

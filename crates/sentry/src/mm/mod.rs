@@ -691,6 +691,8 @@ impl MemoryManager {
             return Err(MmError::NoMemory);
         }
         for (s, e) in st.rewrites.outside(addr, end) {
+            // The pages read as the file or zero again: so do their sites.
+            Self::forget_sites(&mut st, s, e);
             self.drop_pages(&mut st, s, e);
         }
         drop(st);
@@ -1045,7 +1047,7 @@ impl MemoryManager {
         cs.vmas = st.vmas.clone();
         cs.brk_start = st.brk_start;
         cs.brk = st.brk;
-        cs.rewrites = st.rewrites.clone();
+        cs.rewrites = st.rewrites.forked();
         let vmas: Vec<Vma> = st.vmas.iter().cloned().collect();
         // Runs of the parent's pages that lose write access.
         let mut write_protect: Vec<(u64, u64, Access)> = Vec::new();

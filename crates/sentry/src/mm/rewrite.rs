@@ -28,9 +28,11 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use memory::Frame;
-use platform::Access;
 use platform::arch::rewrite::{self, SITE_LEN};
+use platform::{Access, FAST_PATH_SYSCALLS, Trampoline};
 
 use super::{Backing, MemoryManager, PAGE, Role, State, Vma, page_down};
 
@@ -56,6 +58,13 @@ pub(super) struct Rewrites {
     mapped: bool,
     /// The table's addresses were taken by the application: no rewriting.
     blocked: bool,
+    /// What the answers page holds, once written.
+    answers: Option<(bool, [u64; FAST_PATH_SYSCALLS.len()])>,
+    /// The process that published answers here first, and whether another
+    /// has since (CLONE_VM without a thread, as vfork): the page, one per
+    /// address space, then answers for nobody.
+    publisher: Option<i32>,
+    several_processes: bool,
 }
 
 /// Most sites looked at per address space: beyond this every call traps,
@@ -85,6 +94,12 @@ pub enum SiteTrap {
 }
 
 impl Rewrites {
+    /// The state a forked copy starts with: the same sites and table, its
+    /// answers yet to be published.
+    pub(super) fn forked(&self) -> Rewrites {
+        Rewrites { answers: None, publisher: None, several_processes: false, ..self.clone() }
+    }
+
     /// True if `[start, end)` enters the table's mapping.
     pub(super) fn overlaps(&self, start: u64, end: u64) -> bool {
         self.mapped && start < rewrite::END && end > rewrite::TABLE
@@ -108,8 +123,11 @@ impl MemoryManager {
     /// After a system call `nr` reached the sentry with rip = `ret`:
     /// patches the site before `ret` to go to the trampoline at `entry`
     /// from now on, if it is one that may be.
-    pub fn rewrite_site(&self, ret: u64, nr: u64, entry: u64) -> Rewrite {
+    pub fn rewrite_site(&self, ret: u64, nr: u64, trampoline: &Trampoline) -> Rewrite {
         let Some(site) = ret.checked_sub(SITE_LEN as u64) else { return Rewrite::Kept };
+        if !trampoline.rewrites(nr) {
+            return Rewrite::Kept;
+        }
         let mut st = self.lock();
         match st.rewrites.sites.get(&site) {
             Some(Site::Patched { .. }) => return Rewrite::Patched,
@@ -117,7 +135,7 @@ impl MemoryManager {
             None if st.rewrites.blocked || st.rewrites.sites.len() >= MAX_SITES => return Rewrite::Kept,
             None => {}
         }
-        let patched = self.patch_locked(&mut st, site, nr, entry);
+        let patched = self.patch_locked(&mut st, site, nr, trampoline);
         let record = match patched {
             Some(index) => Site::Patched { index },
             None => Site::Refused,
@@ -126,7 +144,7 @@ impl MemoryManager {
         if patched.is_some() { Rewrite::NewlyPatched } else { Rewrite::Kept }
     }
 
-    fn patch_locked(&self, st: &mut State, site: u64, nr: u64, entry: u64) -> Option<u64> {
+    fn patch_locked(&self, st: &mut State, site: u64, nr: u64, trampoline: &Trampoline) -> Option<u64> {
         // The whole site in one page of one mapping the application may
         // run but not write, and that is its own.
         let page = page_down(site);
@@ -147,15 +165,28 @@ impl MemoryManager {
                 st.rewrites.blocked = true;
                 return None;
             }
-            self.charge_records(st, 0, 1).ok()?;
-            let mut table = Vma::new(rewrite::TABLE, rewrite::END, Access::READ_EXECUTE, Backing::Anonymous);
-            table.role = Role::Trampolines;
-            table.max_access = Access::READ_EXECUTE;
-            st.vmas.insert(table);
+            self.charge_records(st, 0, 3).ok()?;
+            // The answers page takes the counts the trampoline adds: it is
+            // the application's to write, as any of its own memory.
+            for (start, end, access) in [
+                (rewrite::TABLE, rewrite::ANSWERS, Access::READ_EXECUTE),
+                (rewrite::ANSWERS, rewrite::CODE, Access::READ_WRITE),
+                (rewrite::CODE, rewrite::END, Access::READ_EXECUTE),
+            ] {
+                let mut vma = Vma::new(start, end, access, Backing::Anonymous);
+                vma.role = Role::Trampolines;
+                vma.max_access = access;
+                st.vmas.insert(vma);
+            }
             st.rewrites.mapped = true;
+            if let Some(code) = trampoline.code {
+                let vma = st.vmas.find(rewrite::CODE)?.clone();
+                let f = self.own_frame(st, &vma, rewrite::CODE)?;
+                self.mf.write(f, 0, code);
+            }
         }
         let index = st.rewrites.used;
-        let cell = rewrite::cell_bytes(nr as u32, site + SITE_LEN as u64, entry);
+        let cell = rewrite::cell_bytes(nr as u32, site + SITE_LEN as u64, trampoline.entry);
         let table = st.vmas.find(rewrite::TABLE)?.clone();
         let cell_frame = self.own_frame(st, &table, rewrite::cell(index))?;
         let slot_frame = self.own_frame(st, &table, rewrite::slot(index))?;
@@ -165,6 +196,50 @@ impl MemoryManager {
         self.mf.write(slot_frame, (rewrite::slot(index) % PAGE) as usize, &rewrite::cell(index).to_le_bytes());
         self.write_site(site_frame, site, &rewrite::patched_site(index));
         Some(index)
+    }
+
+    /// Keeps the answers page of a platform whose trampoline reads it
+    /// ([`Trampoline::answers_in_table`]) equal to `answers`, the fast-path
+    /// answers of process `tgid` (`None`: answer none), and returns the
+    /// calls it answered since the last look, by fast-path index.
+    pub fn publish_answers(
+        &self,
+        tgid: i32,
+        answers: Option<[u64; FAST_PATH_SYSCALLS.len()]>,
+    ) -> [u64; FAST_PATH_SYSCALLS.len()] {
+        let mut hits = [0; FAST_PATH_SYSCALLS.len()];
+        let mut st = self.lock();
+        if !st.rewrites.mapped {
+            return hits;
+        }
+        match st.rewrites.publisher {
+            None => st.rewrites.publisher = Some(tgid),
+            Some(p) if p != tgid => st.rewrites.several_processes = true,
+            Some(_) => {}
+        }
+        let want = (answers.is_some() && !st.rewrites.several_processes, answers.unwrap_or_default());
+        let Some(table) = st.vmas.find(rewrite::ANSWERS).cloned() else { return hits };
+        if st.rewrites.answers != Some(want) {
+            let Some(f) = self.own_frame(&mut st, &table, rewrite::ANSWERS) else { return hits };
+            // Off while the values change, so no call reads half of them.
+            self.mf.write(f, rewrite::ANSWERS_ON as usize, &0u32.to_le_bytes());
+            for (i, v) in want.1.iter().enumerate() {
+                self.mf.write(f, (rewrite::ANSWERS_VALUES + 8 * i as u64) as usize, &v.to_le_bytes());
+            }
+            self.mf.write(f, rewrite::ANSWERS_ON as usize, &u32::from(want.0).to_le_bytes());
+            st.rewrites.answers = Some(want);
+        }
+        let Some(p) = st.pages.get(&rewrite::ANSWERS).copied().filter(|p| !p.cow) else { return hits };
+        let base = self.mf.frame_ptr(p.frame);
+        for (i, h) in hits.iter_mut().enumerate() {
+            // SAFETY: an aligned u64 inside a frame this address space
+            // holds; the application's trampoline adds to it with locked
+            // instructions, so both sides use atomics.
+            let count =
+                unsafe { AtomicU64::from_ptr(base.add((rewrite::ANSWERS_HITS + 8 * i as u64) as usize).cast()) };
+            *h = count.swap(0, Ordering::AcqRel);
+        }
+        hits
     }
 
     /// The seven bytes at `site`, if its page is present.

@@ -473,3 +473,104 @@ fn the_reserved_range_is_never_given() {
     assert!(hinted + 4096 <= r.start || hinted >= r.end);
     assert!(mm.vmas().iter().all(|v| v.end <= r.start || v.start >= r.end));
 }
+
+mod rewrites {
+    use super::*;
+    use platform::Trampoline;
+    use platform::arch::rewrite;
+
+    const GETPID: u64 = 39;
+    const SITE: [u8; 7] = [0xb8, 39, 0, 0, 0, 0x0f, 0x05];
+    const TRAMPOLINE: Trampoline =
+        Trampoline { entry: 0x6fff_0000_1000, code: None, answers_in_table: false, only: None };
+
+    /// Maps a private anonymous page holding `SITE` at `off`, with `access`.
+    fn code_page(mm: &MemoryManager, off: u64, access: Access) -> u64 {
+        let at = mm.map(0, 4096, Access::READ_WRITE, Backing::Anonymous, MapFlags::default()).unwrap();
+        mm.copy_out(at + off, &SITE).unwrap();
+        mm.protect(at, 4096, access).unwrap();
+        at
+    }
+
+    fn bytes(mm: &MemoryManager, at: u64) -> [u8; 7] {
+        let mut b = [0; 7];
+        mm.copy_in(at, &mut b).unwrap();
+        b
+    }
+
+    #[test]
+    fn a_site_is_rewritten_once_and_given_back_when_made_writable() {
+        let (_mf, _space, mm) = setup();
+        let at = code_page(&mm, 100, Access::READ_EXECUTE);
+        assert_eq!(mm.rewrite_site(at + 107, GETPID, &TRAMPOLINE), Rewrite::NewlyPatched);
+        assert_eq!(bytes(&mm, at + 100), rewrite::patched_site(0));
+        assert_eq!(mm.rewrite_site(at + 107, GETPID, &TRAMPOLINE), Rewrite::Patched);
+        assert_eq!(mm.rewritten_sites(), 1);
+        // The cell and its slot.
+        let mut slot = [0; 8];
+        mm.copy_in(rewrite::slot(0), &mut slot).unwrap();
+        assert_eq!(u64::from_le_bytes(slot), rewrite::cell(0));
+        let mut cell = [0; 64];
+        mm.copy_in(rewrite::cell(0), &mut cell).unwrap();
+        assert_eq!(cell, rewrite::cell_bytes(39, at + 107, TRAMPOLINE.entry));
+        // A thread that ran the old mov meets 06 at the old syscall.
+        assert_eq!(mm.site_trap(false, at + 105), Some(SiteTrap::Syscall));
+        // Made writable, the site has its own bytes again.
+        mm.protect(at, 4096, Access::READ_WRITE).unwrap();
+        assert_eq!(bytes(&mm, at + 100), SITE);
+        assert_eq!(mm.site_trap(false, at + 105), Some(SiteTrap::Retry));
+        assert_eq!(mm.site_trap(true, at + 101), Some(SiteTrap::Retry));
+        assert_eq!(mm.rewritten_sites(), 0);
+    }
+
+    #[test]
+    fn only_the_exact_pattern_in_private_read_only_code_is_rewritten() {
+        let (_mf, _space, mm) = setup();
+        // Writable code is the program's own business.
+        let rw = code_page(&mm, 0, Access::ALL);
+        assert_eq!(mm.rewrite_site(rw + 7, GETPID, &TRAMPOLINE), Rewrite::Kept);
+        assert_eq!(bytes(&mm, rw), SITE);
+        // The number must be the one the call was made with.
+        let rx = code_page(&mm, 0, Access::READ_EXECUTE);
+        assert_eq!(mm.rewrite_site(rx + 7, 110, &TRAMPOLINE), Rewrite::Kept);
+        // A site across two pages would need two writes.
+        let two = mm.map(0, 8192, Access::READ_WRITE, Backing::Anonymous, MapFlags::default()).unwrap();
+        mm.copy_out(two + 4093, &SITE).unwrap();
+        mm.protect(two, 8192, Access::READ_EXECUTE).unwrap();
+        assert_eq!(mm.rewrite_site(two + 4100, GETPID, &TRAMPOLINE), Rewrite::Kept);
+        // Shared memory would carry the patch to others.
+        let obj = SharedMemory::new(mm.memory_file().clone());
+        let shared = mm
+            .map(0, 4096, Access::READ_WRITE, Backing::Shared { object: obj, offset: 0 }, MapFlags::default())
+            .unwrap();
+        mm.copy_out(shared, &SITE).unwrap();
+        mm.protect(shared, 4096, Access::READ_EXECUTE).unwrap();
+        assert_eq!(mm.rewrite_site(shared + 7, GETPID, &TRAMPOLINE), Rewrite::Kept);
+        assert_eq!(bytes(&mm, shared), SITE);
+        assert_eq!(mm.rewritten_sites(), 0);
+    }
+
+    #[test]
+    fn the_table_is_hidden_and_kept_from_the_program() {
+        let (_mf, _space, mm) = setup();
+        let at = code_page(&mm, 0, Access::READ_EXECUTE);
+        assert_eq!(mm.rewrite_site(at + 7, GETPID, &TRAMPOLINE), Rewrite::NewlyPatched);
+        assert!(mm.vmas().iter().all(|v| v.end <= rewrite::TABLE || v.start >= rewrite::END));
+        let fixed = MapFlags { fixed: true, ..MapFlags::default() };
+        assert!(matches!(
+            mm.map(rewrite::TABLE, 4096, Access::READ_WRITE, Backing::Anonymous, fixed),
+            Err(MmError::NoMemory)
+        ));
+        // Unmapping or protecting over it leaves it as it was.
+        mm.unmap(rewrite::TABLE - 0x10000, rewrite::END - rewrite::TABLE + 0x20000).unwrap();
+        mm.protect(rewrite::TABLE, 4096, Access::READ_WRITE).unwrap_or(());
+        let mut slot = [0; 8];
+        mm.copy_in(rewrite::slot(0), &mut slot).unwrap();
+        assert_eq!(u64::from_le_bytes(slot), rewrite::cell(0));
+        assert!(matches!(mm.copy_out(rewrite::slot(0), &[0; 8]), Err(MmError::Access)));
+        // A fork keeps the rewritten site and its table.
+        let child = mm.fork(Arc::new(FakeSpace::default())).unwrap();
+        assert_eq!(bytes(&child, at), rewrite::patched_site(0));
+        assert_eq!(child.site_trap(false, at + 5), Some(SiteTrap::Syscall));
+    }
+}

@@ -121,14 +121,19 @@ pub fn run_task(mut task: Task) {
     let fast_paths = !kernel.config.strace;
     let mut parent = (u64::MAX, 0);
     let trampoline = kernel.platform.syscall_trampoline().filter(|_| kernel.config.rewrite_sites);
+    let answers_in_table = trampoline.is_some_and(|t| t.answers_in_table);
     loop {
         task.handle_signals();
         if task.shared.is_killed() {
             break;
         }
-        if fast_paths {
-            let state = task.fast_path_state(&mut parent);
-            task.ctx.publish_fast_path(Some(state));
+        let state = fast_paths.then(|| task.fast_path_state(&mut parent));
+        if state.is_some() {
+            task.ctx.publish_fast_path(state);
+        }
+        if answers_in_table {
+            let hits = task.mm.publish_answers(task.tg.tgid, state.map(|s| s.answers()));
+            kernel.stats.record_fast_path_hits(&hits);
         }
         let event = match task.ctx.switch(&**task.mm.space(), &mut task.regs) {
             Ok(e) => e,
@@ -142,13 +147,16 @@ pub fn run_task(mut task: Task) {
         let kind = match event {
             Event::Syscall => {
                 let nr = task.regs.syscall_number();
-                let kept = match trampoline.map(|entry| task.mm.rewrite_site(task.regs.rip, nr, entry)) {
+                let rewritten = task.ctx.last_call_rewritten();
+                let kept = match trampoline.filter(|_| !rewritten).map(|t| task.mm.rewrite_site(task.regs.rip, nr, &t))
+                {
                     Some(Rewrite::NewlyPatched) => {
                         kernel.stats.record_rewritten_site();
                         false
                     }
                     Some(Rewrite::Patched) => false,
-                    Some(Rewrite::Kept) | None => true,
+                    Some(Rewrite::Kept) => true,
+                    None => !rewritten,
                 };
                 if kept && fast_paths && platform::FAST_PATH_SYSCALLS.contains(&nr) {
                     task.ctx.fast_path_site_kept(task.regs.rip);

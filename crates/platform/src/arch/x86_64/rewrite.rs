@@ -35,8 +35,18 @@ pub const SLOTS: u64 = 0x1_0000 / 8;
 pub const CELLS: u64 = TABLE + SLOTS * 8;
 /// Bytes of one cell.
 pub const CELL_SIZE: u64 = 64;
-/// The end of the table and cells.
-pub const END: u64 = CELLS + SLOTS * CELL_SIZE;
+/// A page of answers a trampoline in the application's own memory reads
+/// (the kvm platform's): [`ANSWERS_ON`], then a u64 answer and a u64 count
+/// of calls answered per [`crate::FAST_PATH_SYSCALLS`] entry.
+pub const ANSWERS: u64 = CELLS + SLOTS * CELL_SIZE;
+/// Nonzero while the answers hold (a u32).
+pub const ANSWERS_ON: u64 = 0;
+pub const ANSWERS_VALUES: u64 = 8;
+pub const ANSWERS_HITS: u64 = ANSWERS_VALUES + 8 * crate::FAST_PATH_SYSCALLS.len() as u64;
+/// A page for the code of such a trampoline.
+pub const CODE: u64 = ANSWERS + 0x1000;
+/// The end of the table, cells, answers and code.
+pub const END: u64 = CODE + 0x1000;
 
 /// Offsets in a cell.
 pub const CELL_FALLBACK: u64 = 20;

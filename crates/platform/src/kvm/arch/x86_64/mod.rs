@@ -3,3 +3,4 @@
 pub mod cpu;
 pub mod pagetable;
 pub mod supervisor;
+pub mod trampoline;
