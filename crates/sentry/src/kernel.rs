@@ -90,6 +90,8 @@ pub struct Kernel {
     pub clock: Arc<Clock>,
     /// The sandbox's sockets and network.
     pub net: Arc<crate::net::Network>,
+    /// The sandbox's System V IPC objects.
+    pub ipc: crate::ipc::IpcNamespace,
     next_tid: AtomicI32,
     reported: Mutex<HashSet<u64>>,
     host_threads: Mutex<Vec<JoinHandle<()>>>,
@@ -126,6 +128,7 @@ impl Kernel {
             )),
             hostname: Mutex::new(config.hostname.as_bytes().to_vec()),
             net: crate::net::Network::new(config.network, mf.clone()),
+            ipc: crate::ipc::IpcNamespace::new(mf.clone()),
             config,
             facts,
             started: Instant::now(),

@@ -11,6 +11,7 @@ pub mod fd;
 pub mod fs;
 pub mod futex;
 pub mod internal_error;
+pub mod ipc;
 pub mod kernel;
 pub mod loader;
 pub mod mm;

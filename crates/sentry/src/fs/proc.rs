@@ -87,16 +87,28 @@ const GLOBAL_FILES: &[&str] = &["meminfo", "cpuinfo", "stat", "uptime", "loadavg
 /// Linux's, but no value changes.
 pub const SYSCTLS: &[(&str, u32)] = &[
     ("fs/file-max", 0o644),
+    ("fs/mqueue/msg_default", 0o644),
+    ("fs/mqueue/msg_max", 0o644),
+    ("fs/mqueue/msgsize_default", 0o644),
+    ("fs/mqueue/msgsize_max", 0o644),
+    ("fs/mqueue/queues_max", 0o644),
     ("fs/nr_open", 0o644),
     ("fs/pipe-max-size", 0o644),
     ("kernel/cap_last_cap", 0o444),
     ("kernel/hostname", 0o644),
+    ("kernel/msgmax", 0o644),
+    ("kernel/msgmnb", 0o644),
+    ("kernel/msgmni", 0o644),
     ("kernel/ngroups_max", 0o444),
     ("kernel/osrelease", 0o444),
     ("kernel/ostype", 0o444),
     ("kernel/pid_max", 0o644),
     ("kernel/random/boot_id", 0o444),
     ("kernel/random/uuid", 0o444),
+    ("kernel/sem", 0o644),
+    ("kernel/shmall", 0o644),
+    ("kernel/shmmax", 0o644),
+    ("kernel/shmmni", 0o644),
     ("kernel/threads-max", 0o644),
     ("net/core/somaxconn", 0o644),
     ("net/ipv4/ip_local_port_range", 0o644),
@@ -104,6 +116,9 @@ pub const SYSCTLS: &[(&str, u32)] = &[
     ("vm/max_map_count", 0o644),
     ("vm/overcommit_memory", 0o644),
 ];
+
+/// /proc/sysvipc: the System V IPC objects of the sandbox.
+const SYSVIPC_FILES: &[(&str, u32)] = &[("msg", 0o444), ("sem", 0o444), ("shm", 0o444)];
 
 /// A file's path as /proc shows it: with " (deleted)" once its name is
 /// gone, as Linux's d_path does.
@@ -128,6 +143,7 @@ impl DirSource for ProcRoot {
             }
         }
         v.push((b"sys".to_vec(), self.lookup(b"sys").expect("sys")));
+        v.push((b"sysvipc".to_vec(), self.lookup(b"sysvipc").expect("sysvipc")));
         v.push((b"net".to_vec(), self.lookup(b"net").expect("net")));
         v.push((b"self".to_vec(), self.lookup(b"self").expect("self")));
         v.push((b"thread-self".to_vec(), self.lookup(b"thread-self").expect("thread-self")));
@@ -150,6 +166,7 @@ impl DirSource for ProcRoot {
                 }))
             }
             b"sys" => Some(sysctl_dir(&self.src, "sys", &SYSCTLS.iter().map(|(n, m)| (*n, *m)).collect::<Vec<_>>())),
+            b"sysvipc" => Some(sysctl_dir(&self.src, "sysvipc", SYSVIPC_FILES)),
             // As Linux: the calling process's network namespace.
             b"net" => Some(SynthSymlink::inode(b"self/net")),
             _ => {

@@ -760,6 +760,12 @@ impl NetlinkSocket {
         true
     }
 
+    /// Queues a message from the kernel that no request asked for (a
+    /// message queue's notification cookie, for glibc's SIGEV_THREAD).
+    pub fn post_from_kernel(&self, data: Vec<u8>) {
+        self.deliver_from_kernel(vec![data]);
+    }
+
     /// Queues the kernel's answer datagrams.
     fn deliver_from_kernel(&self, datagrams: Vec<Vec<u8>>) {
         for data in datagrams {

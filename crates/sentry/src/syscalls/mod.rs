@@ -6,6 +6,7 @@ mod fs;
 mod futex;
 mod info;
 mod io;
+mod ipc;
 mod keys;
 mod membarrier;
 mod mm;

@@ -7,8 +7,8 @@ use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
 use super::{
-    Handler, epoll, fs, futex, info, io, keys, membarrier, mm, mount, namei, net, notify, numa, pipe, process, sched,
-    settime, signal, time, timer,
+    Handler, epoll, fs, futex, info, io, ipc, keys, membarrier, mm, mount, namei, net, notify, numa, pipe, process,
+    sched, settime, signal, time, timer,
 };
 
 /// One implemented system call.
@@ -60,6 +60,26 @@ table! {
     set_mempolicy => numa::set_mempolicy, [Int, Ptr, UInt], Int;
     get_mempolicy => numa::get_mempolicy, [Ptr, Ptr, UInt, Ptr, Hex], Int;
     mbind => numa::mbind, [Ptr, UInt, Int, Ptr, UInt, Hex], Int;
+    shmget => ipc::shmget, [Int, UInt, Hex], Int;
+    shmat => ipc::shmat, [Int, Ptr, Hex], Hex;
+    shmctl => ipc::shmctl, [Int, Int, Ptr], Int;
+    shmdt => ipc::shmdt, [Ptr], Int;
+    semget => ipc::semget, [Int, Int, Hex], Int;
+    semop => ipc::semop, [Int, Ptr, UInt], Int;
+    semtimedop => ipc::semtimedop, [Int, Ptr, UInt, Ptr], Int;
+    semctl => ipc::semctl, [Int, Int, Int, Hex], Int;
+    msgget => ipc::msgget, [Int, Hex], Int;
+    msgsnd => ipc::msgsnd, [Int, Ptr, UInt, Hex], Int;
+    msgrcv => ipc::msgrcv, [Int, Ptr, UInt, Long, Hex], Int;
+    msgctl => ipc::msgctl, [Int, Int, Ptr], Int;
+    mq_open => ipc::mq_open, [Path, OpenFlags, Mode, Ptr], Int;
+    mq_unlink => ipc::mq_unlink, [Path], Int;
+    mq_timedsend => ipc::mq_timedsend, [Fd, Ptr, UInt, UInt, Ptr], Int;
+    mq_timedreceive => ipc::mq_timedreceive, [Fd, Ptr, UInt, Ptr, Ptr], Int;
+    mq_notify => ipc::mq_notify, [Fd, Ptr], Int;
+    mq_getsetattr => ipc::mq_getsetattr, [Fd, Ptr, Ptr], Int;
+    process_vm_readv => ipc::process_vm_readv, [Int, Ptr, UInt, Ptr, UInt, Hex], Int;
+    process_vm_writev => ipc::process_vm_writev, [Int, Ptr, UInt, Ptr, UInt, Hex], Int;
     dup => fs::dup, [Fd], Int;
     dup2 => fs::dup2, [Fd, Fd], Int;
     nanosleep => time::nanosleep, [Ptr, Ptr], Int;

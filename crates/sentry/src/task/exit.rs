@@ -126,6 +126,9 @@ pub fn exit_thread(mut task: Task) {
     }
     drop(task);
     if last {
+        // SEM_UNDO adjustments are undone before the parent can learn of
+        // the exit.
+        kernel.ipc.exit_process(tg.tgid);
         exit_process(&kernel, &tg);
     } else {
         thread_orphans(&kernel, &tg, tid);

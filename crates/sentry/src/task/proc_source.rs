@@ -457,6 +457,9 @@ impl ProcSource for KernelProcSource {
         if let Some(sysctl) = name.strip_prefix("sys/") {
             return sysctl_value(&k, sysctl).map(|v| format!("{v}\n").into_bytes());
         }
+        if let Some(kind) = name.strip_prefix("sysvipc/") {
+            return k.ipc.proc_file(kind).map(String::into_bytes);
+        }
         let cpus = k.config.cpus;
         match name {
             "mounts" => Some(mount_lines(&k, self.root(self.current_pid()), false)),
@@ -567,6 +570,13 @@ fn sysctl_value(k: &Kernel, name: &str) -> Option<String> {
             limit.map_or(by_memory, |l| by_memory.min(l as u64)).to_string()
         }
         "kernel/cap_last_cap" => crate::auth::cap::LAST.to_string(),
+        "kernel/sem" | "kernel/msgmax" | "kernel/msgmnb" | "kernel/msgmni" | "kernel/shmmax" | "kernel/shmall"
+        | "kernel/shmmni" => k.ipc.sysctl(&name["kernel/".len()..])?,
+        "fs/mqueue/msg_default"
+        | "fs/mqueue/msg_max"
+        | "fs/mqueue/msgsize_default"
+        | "fs/mqueue/msgsize_max"
+        | "fs/mqueue/queues_max" => k.ipc.sysctl(&name["fs/".len()..])?,
         "kernel/random/uuid" => uuid(&random_bytes()),
         "kernel/random/boot_id" => uuid(&k.config.boot_id),
         // Memory is promised freely and taken only when touched: mmap
