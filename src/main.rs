@@ -135,6 +135,14 @@ struct RunArgs {
     /// fork and clone past it fail with EAGAIN (default: unlimited).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     pids_limit: Option<u32>,
+    /// Add a capability to the container default that root in the sandbox
+    /// holds (repeatable; docker's spelling: a name with or without CAP_,
+    /// in any case, or ALL).
+    #[arg(long = "cap-add", value_name = "CAP", value_parser = parse_capability)]
+    cap_add: Vec<Capability>,
+    /// Drop a capability from that set (repeatable; a name or ALL).
+    #[arg(long = "cap-drop", value_name = "CAP", value_parser = parse_capability)]
+    cap_drop: Vec<Capability>,
     /// Give the program a terminal of the sandbox's own, wired to the
     /// caller's (as its stdin, stdout, stderr and controlling terminal).
     #[arg(short = 't', long = "tty")]
@@ -153,6 +161,41 @@ fn parse_network(s: &str) -> Result<sentry::net::NetworkMode, String> {
         "none" => Ok(sentry::net::NetworkMode::None),
         "host" => Ok(sentry::net::NetworkMode::Host),
         _ => Err("the network is none or host".into()),
+    }
+}
+
+/// A capability named on the command line, or every one (`ALL`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Capability {
+    One(u32),
+    All,
+}
+
+fn parse_capability(s: &str) -> Result<Capability, String> {
+    if s.eq_ignore_ascii_case("ALL") {
+        return Ok(Capability::All);
+    }
+    sentry::auth::cap::by_name(s).map(Capability::One).ok_or_else(|| format!("unknown capability \"{s}\""))
+}
+
+/// The capabilities the sandbox grants, as docker computes them from
+/// --cap-add and --cap-drop: ALL added is every capability but those
+/// dropped; ALL dropped is only those added; otherwise the container
+/// default less those dropped, plus those added.
+fn granted_capabilities(add: &[Capability], drop: &[Capability]) -> sentry::auth::CapSet {
+    use sentry::auth::{ALL_CAPS, CONTAINER_DEFAULT, CapSet};
+    let set = |list: &[Capability]| -> CapSet {
+        list.iter().fold(0, |s, c| match c {
+            Capability::One(n) => s | 1 << n,
+            Capability::All => ALL_CAPS,
+        })
+    };
+    if add.contains(&Capability::All) {
+        ALL_CAPS & !set(drop)
+    } else if drop.contains(&Capability::All) {
+        set(add)
+    } else {
+        (CONTAINER_DEFAULT & !set(drop)) | set(add)
     }
 }
 
@@ -313,8 +356,9 @@ fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> 
         env,
         cwd,
         // The sandbox's first process has the caller's ids, whatever the
-        // sentry's own become.
-        creds: sentry::task::Creds::of_host(),
+        // sentry's own become, and a container's capabilities, whatever
+        // the caller's.
+        creds: sentry::task::Creds::of_host(granted_capabilities(&args.cap_add, &args.cap_drop)),
         masks,
         make_dirs,
         binds,

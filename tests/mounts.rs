@@ -6,7 +6,11 @@ mod common;
 
 use std::process::Command;
 
-use common::{VARIANTS, assert_same, c_program, finish_within, run_with, sandbox, spawn_cordon};
+use common::{VARIANTS, assert_same, c_program, finish_within, run_with, sandbox, spawn_cordon_with};
+
+/// Mounting takes CAP_SYS_ADMIN, which a container's root lacks unless
+/// given it.
+const MOUNTER: [&str; 2] = ["--cap-add", "SYS_ADMIN"];
 
 /// Far more than the program takes: reaching it means a hang.
 const HANG: std::time::Duration = std::time::Duration::from_secs(300);
@@ -34,7 +38,7 @@ fn mount_table_changes_from_inside() {
             String::from_utf8_lossy(&n.stdout),
             String::from_utf8_lossy(&n.stderr)
         );
-        let s = finish_within(spawn_cordon(&[p]), HANG, &format!("mounts-{v}"));
+        let s = finish_within(spawn_cordon_with(&MOUNTER, &[p]), HANG, &format!("mounts-{v}"));
         assert_same(&format!("mounts-{v}"), &s, &n);
     }
 }
@@ -49,7 +53,7 @@ fn shell_mounts_and_unmounts_a_tmpfs() {
     let script = "mkdir -p /tmp/x && mount -t tmpfs -o size=1m tmpfs /tmp/x && df /tmp/x && \
                   grep ' /tmp/x ' /proc/mounts && echo data > /tmp/x/f && umount /tmp/x && \
                   ! grep ' /tmp/x ' /proc/mounts && ! test -e /tmp/x/f && echo unmounted";
-    let out = sandbox(&[], "/bin/sh", &["-c", script], None);
+    let out = sandbox(&MOUNTER, "/bin/sh", &["-c", script], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "status {:?}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
     let lines: Vec<&str> = stdout.lines().collect();

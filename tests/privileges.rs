@@ -7,7 +7,7 @@ mod common;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::PathBuf;
 
-use common::{c_test, scratch_dir};
+use common::{c_test_with, scratch_dir};
 
 /// secret (0600), plain (0644), link -> plain, locked/ (0700) holding
 /// inner (0644) and link -> ../plain; all root's.
@@ -28,6 +28,58 @@ fn fixture() -> PathBuf {
     d.canonicalize().unwrap()
 }
 
+/// The names of the capabilities this process holds in effect
+/// (/proc/self/status CapEff).
+fn host_capabilities() -> Vec<String> {
+    const NAMES: [&str; 41] = [
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "DAC_READ_SEARCH",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "SETGID",
+        "SETUID",
+        "SETPCAP",
+        "LINUX_IMMUTABLE",
+        "NET_BIND_SERVICE",
+        "NET_BROADCAST",
+        "NET_ADMIN",
+        "NET_RAW",
+        "IPC_LOCK",
+        "IPC_OWNER",
+        "SYS_MODULE",
+        "SYS_RAWIO",
+        "SYS_CHROOT",
+        "SYS_PTRACE",
+        "SYS_PACCT",
+        "SYS_ADMIN",
+        "SYS_BOOT",
+        "SYS_NICE",
+        "SYS_RESOURCE",
+        "SYS_TIME",
+        "SYS_TTY_CONFIG",
+        "MKNOD",
+        "LEASE",
+        "AUDIT_WRITE",
+        "AUDIT_CONTROL",
+        "SETFCAP",
+        "MAC_OVERRIDE",
+        "MAC_ADMIN",
+        "SYSLOG",
+        "WAKE_ALARM",
+        "BLOCK_SUSPEND",
+        "AUDIT_READ",
+        "PERFMON",
+        "BPF",
+        "CHECKPOINT_RESTORE",
+    ];
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:")).expect("CapEff").trim();
+    let set = u64::from_str_radix(hex, 16).unwrap();
+    NAMES.iter().enumerate().filter(|(c, _)| set >> c & 1 != 0).map(|(_, n)| n.to_string()).collect()
+}
+
 #[test]
 fn dropping_root_drops_its_powers() {
     require_kvm!();
@@ -36,7 +88,13 @@ fn dropping_root_drops_its_powers() {
         return;
     }
     let d = fixture();
-    c_test("privs", &[d.to_str().unwrap()]);
+    // The sandbox's root is given what root holds natively.
+    let caps = host_capabilities();
+    let mut opts = vec!["--cap-drop", "ALL"];
+    for c in &caps {
+        opts.extend(["--cap-add", c.as_str()]);
+    }
+    c_test_with("privs", &opts, &[d.to_str().unwrap()]);
 }
 
 #[test]
@@ -44,7 +102,8 @@ fn root_names_its_own_host() {
     require_kvm!();
     // Only inside the sandbox: natively it would rename the host.
     let code = "import os, socket; socket.sethostname('renamed-inside'); print(os.uname().nodename)";
-    let out = common::sandbox(&["--hostname", "before"], "/usr/bin/python3", &["-c", code], None);
+    let out =
+        common::sandbox(&["--hostname", "before", "--cap-add", "SYS_ADMIN"], "/usr/bin/python3", &["-c", code], None);
     let expected = if rustix::process::geteuid().is_root() { "renamed-inside\n" } else { "" };
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{}", String::from_utf8_lossy(&out.stderr));
 }

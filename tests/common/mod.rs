@@ -143,6 +143,12 @@ pub fn spawn_cordon_with(options: &[&str], args: &[&str]) -> std::process::Child
 /// Runs a C test program natively and in the sandbox in each variant; both
 /// must pass (exit 0) with the same output.
 pub fn c_test(name: &str, args: &[&str]) {
+    c_test_with(name, &[], args);
+}
+
+/// [`c_test`] with `cordon run` options (such as `--cap-add ALL`, for a
+/// program that compares with what root may do natively).
+pub fn c_test_with(name: &str, opts: &[&str], args: &[&str]) {
     for v in VARIANTS {
         let prog = c_program(name, v);
         let p = prog.to_str().expect("utf-8 path");
@@ -153,7 +159,7 @@ pub fn c_test(name: &str, args: &[&str]) {
             String::from_utf8_lossy(&n.stdout),
             String::from_utf8_lossy(&n.stderr)
         );
-        let s = finish_within(spawn_cordon(&[&[p], args].concat()), C_TEST_HANG, &format!("{name}-{v}"));
+        let s = finish_within(spawn_cordon_with(opts, &[&[p], args].concat()), C_TEST_HANG, &format!("{name}-{v}"));
         assert_same(&format!("{name}-{v}"), &s, &n);
     }
 }

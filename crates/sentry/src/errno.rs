@@ -88,6 +88,8 @@ errnos!(
     ECANCELED,
     EOWNERDEAD,
     ENOTRECOVERABLE,
+    ENOKEY,
+    EKEYREVOKED,
 );
 
 impl Errno {

@@ -227,6 +227,7 @@ impl Sandbox {
             euid: config.creds.uid.effective,
             gid: config.creds.gid.real,
             egid: config.creds.gid.effective,
+            secure: false,
             hwcap: crate::arch::hwcap(),
             hwcap2: 0,
             min_signal_stack: crate::arch::min_signal_stack(),
@@ -234,6 +235,8 @@ impl Sandbox {
             vdso: None,
         };
         let clock = Clock::new(mf.clone(), platform.clone()).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        // adjtimex reports it; the confined sentry may not ask.
+        crate::syscalls::capture_host_clock_state();
         let facts = AuxFacts {
             vdso: Some(Arc::new(Vdso::new(&mf, &clock).map_err(|e| SandboxError::Setup(e.to_string()))?)),
             ..facts

@@ -23,6 +23,8 @@
 //!   while it starts; application code runs in the guest).
 //! - `prctl`: naming a thread only.
 //! - `prlimit64`: reading limits only.
+//! - `membarrier`: MEMBARRIER_CMD_QUERY and MEMBARRIER_CMD_GLOBAL only
+//!   (the barrier the sandbox's own membarrier waits for).
 //!
 //! The calls that change host files ([`HOST_FILE_CHANGES`]) are allowed
 //! only to a sentry serving a writable bind mount (`-v` without `:ro`).
@@ -317,6 +319,13 @@ fn allow_list(own_pid: i32, host_writes: bool, network: HostNetwork) -> BTreeMap
             .collect(),
     );
     rules.insert(libc::SYS_prlimit64, vec![rule(vec![arg(2, Qword, SeccompCmpOp::Eq, 0)])]);
+    rules.insert(
+        libc::SYS_membarrier,
+        [libc::MEMBARRIER_CMD_QUERY, libc::MEMBARRIER_CMD_GLOBAL]
+            .into_iter()
+            .map(|cmd| rule(vec![arg(0, Dword, SeccompCmpOp::Eq, cmd as u64), arg(1, Dword, SeccompCmpOp::Eq, 0)]))
+            .collect(),
+    );
     rules
 }
 

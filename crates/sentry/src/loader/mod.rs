@@ -52,6 +52,9 @@ pub enum LoadError {
     /// The file is open for writing.
     #[error("text file busy")]
     TextBusy,
+    /// The program's file capabilities cannot all be granted.
+    #[error("operation not permitted")]
+    NotPermitted,
 }
 
 /// A program found and opened for execution.
@@ -246,6 +249,8 @@ pub struct AuxFacts {
     pub euid: u32,
     pub gid: u32,
     pub egid: u32,
+    /// The program runs with more privilege than its caller (AT_SECURE).
+    pub secure: bool,
     pub hwcap: u64,
     pub hwcap2: u64,
     pub min_signal_stack: u64,
@@ -297,7 +302,7 @@ pub fn load(mm: &MemoryManager, program: &Program, args: &ProgramArgs, facts: &A
             AuxEntry::Value(linux_raw_sys::auxvec::AT_EUID as u64, facts.euid as u64),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_GID as u64, facts.gid as u64),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_EGID as u64, facts.egid as u64),
-            AuxEntry::Value(linux_raw_sys::auxvec::AT_SECURE as u64, 0),
+            AuxEntry::Value(linux_raw_sys::auxvec::AT_SECURE as u64, u64::from(facts.secure)),
             AuxEntry::Random(linux_raw_sys::auxvec::AT_RANDOM as u64),
             AuxEntry::Value(linux_raw_sys::auxvec::AT_HWCAP2 as u64, facts.hwcap2),
             AuxEntry::ExecFn(linux_raw_sys::auxvec::AT_EXECFN as u64),

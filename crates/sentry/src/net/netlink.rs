@@ -63,6 +63,9 @@ const NLM_F_CAPPED: u16 = 0x100;
 
 /// Route netlink message types.
 const RTM_BASE: u16 = 16;
+/// The last message type of the route family (RTM_MAX): past it a request
+/// is unsupported, whoever asks.
+const RTM_MAX: u16 = 123;
 const RTM_NEWLINK: u16 = 16;
 const RTM_GETLINK: u16 = 18;
 const RTM_NEWADDR: u16 = 20;
@@ -846,7 +849,7 @@ impl NetlinkSocket {
         // Every message carries at least the family.
         let Some(&family) = payload.first() else { return Ok(Answer::Done) };
         let kind = h.kind.wrapping_sub(RTM_BASE) & 3;
-        if h.kind < RTM_BASE {
+        if !(RTM_BASE..=RTM_MAX).contains(&h.kind) {
             return Err(Errno::EOPNOTSUPP);
         }
         if kind != RTNL_KIND_GET {

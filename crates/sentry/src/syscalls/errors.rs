@@ -69,6 +69,7 @@ impl From<LoadError> for Errno {
             LoadError::NoMemory => Errno::ENOMEM,
             LoadError::Io(f) => f.into(),
             LoadError::TextBusy => Errno::ETXTBSY,
+            LoadError::NotPermitted => Errno::EPERM,
         }
     }
 }

@@ -138,33 +138,20 @@ pub fn getcpu(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-pub fn sched_getscheduler(_task: &mut Task, _: &[u64; 6]) -> SysResult {
-    Ok(g::SCHED_NORMAL as u64)
-}
-
-pub fn sched_getparam(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    task.mm.write_pod(a[1], &0i32)?;
-    Ok(0)
-}
-
-pub fn sched_priority_range(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+/// sched_get_priority_max(2): 99 for the real-time policies, else 0.
+pub fn sched_get_priority_max(_task: &mut Task, a: &[u64; 6]) -> SysResult {
     match a[0] as u32 {
-        g::SCHED_NORMAL | g::SCHED_BATCH | g::SCHED_IDLE => Ok(0),
+        g::SCHED_FIFO | g::SCHED_RR => Ok(99),
+        g::SCHED_NORMAL | g::SCHED_BATCH | g::SCHED_IDLE | g::SCHED_DEADLINE => Ok(0),
         _ => Err(Errno::EINVAL.into()),
     }
 }
 
-pub fn getpriority(_task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] as u32 > 2 {
-        return Err(Errno::EINVAL.into());
+/// sched_get_priority_min(2): 1 for the real-time policies, else 0.
+pub fn sched_get_priority_min(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+    match a[0] as u32 {
+        g::SCHED_FIFO | g::SCHED_RR => Ok(1),
+        g::SCHED_NORMAL | g::SCHED_BATCH | g::SCHED_IDLE | g::SCHED_DEADLINE => Ok(0),
+        _ => Err(Errno::EINVAL.into()),
     }
-    // The raw system call returns 20 - nice.
-    Ok(20)
-}
-
-pub fn setpriority(_task: &mut Task, a: &[u64; 6]) -> SysResult {
-    if a[0] as u32 > 2 {
-        return Err(Errno::EINVAL.into());
-    }
-    if (a[2] as i32) < 0 { Err(Errno::EACCES.into()) } else { Ok(0) }
 }

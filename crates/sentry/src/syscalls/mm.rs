@@ -238,3 +238,48 @@ pub fn mincore(task: &mut Task, a: &[u64; 6]) -> SysResult {
     task.mm.copy_out(a[2], &vec![1u8; pages as usize])?;
     Ok(0)
 }
+
+// Memory protection keys, as x86 Linux answers on a CPU without them
+// (no OSPKE): a process holds no key, not even key 0, and none can be
+// set up.
+
+/// pkey_alloc(2): Linux has one key slot then, which the first call takes
+/// before finding that the key's rights cannot be set (EINVAL, from
+/// arch_set_user_pkey_access()) and never gives back: later calls find no
+/// key left (ENOSPC).
+pub fn pkey_alloc(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    const PKEY_ACCESS_MASK: u64 = 0x3;
+    if a[0] != 0 || a[1] & !PKEY_ACCESS_MASK != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    if task.tg.pkey_slot_spent.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return Err(Errno::ENOSPC.into());
+    }
+    Err(Errno::EINVAL.into())
+}
+
+/// pkey_free(2): no key was allocated.
+pub fn pkey_free(_task: &mut Task, _: &[u64; 6]) -> SysResult {
+    Err(Errno::EINVAL.into())
+}
+
+/// pkey_mprotect(2): with key -1 it is mprotect; any other key was never
+/// allocated (EINVAL, after mprotect's own checks of the range).
+pub fn pkey_mprotect(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    if a[3] as i32 == -1 {
+        return mprotect(task, a);
+    }
+    let (addr, len) = (a[0], a[1]);
+    if !addr.is_multiple_of(PAGE) {
+        return Err(Errno::EINVAL.into());
+    }
+    if len == 0 {
+        return Ok(0);
+    }
+    let end = len.checked_next_multiple_of(PAGE).and_then(|l| addr.checked_add(l));
+    if end.is_none_or(|e| e <= addr) {
+        return Err(Errno::ENOMEM.into());
+    }
+    prot_to_access(a[2], true)?;
+    Err(Errno::EINVAL.into())
+}

@@ -7,13 +7,18 @@ mod futex;
 mod info;
 mod io;
 mod ipc;
+mod keys;
+mod membarrier;
 mod mm;
 mod mount;
 mod namei;
 mod net;
 mod notify;
+mod numa;
 mod pipe;
 mod process;
+mod sched;
+mod settime;
 mod signal;
 pub mod strace;
 mod table;
@@ -25,6 +30,7 @@ use std::time::{Duration, Instant};
 
 pub use errors::{SysError, SysResult};
 use linux_raw_sys::general as g;
+pub use settime::capture_host_clock_state;
 
 use crate::errno::Errno;
 use crate::fs::path::PATH_MAX;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use linux_raw_sys::general as g;
 
 use super::{SysError, SysResult, file, read_path, start_dir};
+use crate::auth::{Creds, FILE_CAPS_XATTR, FileCaps, cap};
 use crate::errno::Errno;
 use crate::fs::namei::{self, AttrChange, Parent, TimeArg};
 use crate::fs::{Dentry, FileType, FsError, Lookup, OpenFile, RenameFlags, Timespec};
@@ -497,6 +498,20 @@ pub fn flistxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
     listxattr_common(task, a, XattrTarget::Fd)
 }
 
+/// Who may set or remove a security.* attribute, as Linux's capability
+/// rules say (cap_inode_setxattr, cap_convert_nscap): a file's
+/// capabilities need CAP_SETFCAP, any other CAP_SYS_ADMIN.
+fn security_xattr_permission(name: &[u8], creds: &Creds) -> Result<(), SysError> {
+    let needed = if name == FILE_CAPS_XATTR {
+        cap::SETFCAP
+    } else if name.starts_with(b"security.") {
+        cap::SYS_ADMIN
+    } else {
+        return Ok(());
+    };
+    if creds.has(needed) { Ok(()) } else { Err(Errno::EPERM.into()) }
+}
+
 fn setxattr_common(task: &Task, a: &[u64; 6], how: XattrTarget) -> SysResult {
     let flags = a[4] as u32;
     if flags & !(g::XATTR_CREATE | g::XATTR_REPLACE) != 0 {
@@ -519,7 +534,14 @@ fn setxattr_common(task: &Task, a: &[u64; 6], how: XattrTarget) -> SysResult {
     if name == b"system.posix_acl_default" {
         return Err(Errno::EOPNOTSUPP.into());
     }
-    namei::xattr_permission(&d, &name, &task.tg.creds(), true)?;
+    let creds = task.tg.creds();
+    let value = if name == FILE_CAPS_XATTR && !value.is_empty() {
+        FileCaps::stored_form(&value).ok_or(Errno::EINVAL)?
+    } else {
+        value
+    };
+    security_xattr_permission(&name, &creds)?;
+    namei::xattr_permission(&d, &name, &creds, true)?;
     d.inode.setxattr(&task.ctx(), &name, &value, flags)?;
     Ok(0)
 }
@@ -537,7 +559,9 @@ pub fn fsetxattr(task: &mut Task, a: &[u64; 6]) -> SysResult {
 fn removexattr_common(task: &Task, a: &[u64; 6], how: XattrTarget) -> SysResult {
     let name = xattr_name(task, a[1])?;
     let d = xattr_dentry(task, a, &how)?;
-    namei::xattr_permission(&d, &name, &task.tg.creds(), true)?;
+    let creds = task.tg.creds();
+    security_xattr_permission(&name, &creds)?;
+    namei::xattr_permission(&d, &name, &creds, true)?;
     d.inode.removexattr(&task.ctx(), &name)?;
     Ok(0)
 }

@@ -6,7 +6,7 @@ use linux_raw_sys::general as g;
 use linux_raw_sys::prctl as pr;
 
 use super::{SysError, SysResult, read_path, start_dir};
-use crate::auth::{Creds, Ids, cap};
+use crate::auth::{Creds, Ids, cap, secure};
 use crate::errno::Errno;
 use crate::fs::{OpenFile, OpenFlags};
 use crate::loader::ExecFile;
@@ -538,6 +538,7 @@ pub fn prctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
         | pr::PR_GET_KEEPCAPS
         | pr::PR_SET_KEEPCAPS
         | pr::PR_GET_SECUREBITS
+        | pr::PR_SET_SECUREBITS
         | pr::PR_CAP_AMBIENT => prctl_caps(task, a),
         pr::PR_GET_TIMERSLACK => Ok(50_000),
         pr::PR_SET_TIMERSLACK => Ok(0),
@@ -886,9 +887,6 @@ pub fn capset(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// securebits(7): only SECBIT_KEEP_CAPS is kept.
-const SECBIT_KEEP_CAPS: u64 = 1 << 4;
-
 /// The capability parts of prctl(2).
 fn prctl_caps(task: &Task, a: &[u64; 6]) -> SysResult {
     let valid = |c: u64| c <= cap::LAST as u64;
@@ -912,18 +910,19 @@ fn prctl_caps(task: &Task, a: &[u64; 6]) -> SysResult {
             })?;
             Ok(0)
         }
-        pr::PR_GET_KEEPCAPS => Ok(u64::from(creds(task).keep_caps)),
+        pr::PR_GET_KEEPCAPS => Ok(u64::from(creds(task).secure(secure::KEEP_CAPS))),
         pr::PR_SET_KEEPCAPS => {
             if a[1] > 1 {
                 return Err(Errno::EINVAL.into());
             }
-            change_creds(task, |c| {
-                c.keep_caps = a[1] == 1;
-                Ok(())
-            })?;
+            change_creds(task, |c| c.set_keep_caps(a[1] == 1))?;
             Ok(0)
         }
-        pr::PR_GET_SECUREBITS => Ok(if creds(task).keep_caps { SECBIT_KEEP_CAPS } else { 0 }),
+        pr::PR_GET_SECUREBITS => Ok(u64::from(creds(task).securebits)),
+        pr::PR_SET_SECUREBITS => {
+            change_creds(task, |c| c.set_securebits(a[1]))?;
+            Ok(0)
+        }
         pr::PR_CAP_AMBIENT => {
             let op = a[1] as u32;
             if op == pr::PR_CAP_AMBIENT_CLEAR_ALL {
@@ -946,12 +945,10 @@ fn prctl_caps(task: &Task, a: &[u64; 6]) -> SysResult {
                     change_creds(task, |c| {
                         if op == pr::PR_CAP_AMBIENT_LOWER {
                             c.caps.ambient &= !bit;
-                        } else if c.caps.permitted & c.caps.inheritable & bit == 0 {
-                            return Err(Errno::EPERM);
+                            Ok(())
                         } else {
-                            c.caps.ambient |= bit;
+                            c.raise_ambient(a[2] as u32)
                         }
-                        Ok(())
                     })?;
                     Ok(0)
                 }

@@ -7,7 +7,8 @@ use syscalls::Sysno;
 
 use super::strace::{Arg, Arg::*, Ret};
 use super::{
-    Handler, epoll, fs, futex, info, io, ipc, mm, mount, namei, net, notify, pipe, process, signal, time, timer,
+    Handler, epoll, fs, futex, info, io, ipc, keys, membarrier, mm, mount, namei, net, notify, numa, pipe, process,
+    sched, settime, signal, time, timer,
 };
 
 /// One implemented system call.
@@ -52,6 +53,13 @@ table! {
     msync => mm::msync, [Ptr, UInt, Hex], Int;
     mincore => mm::mincore, [Ptr, UInt, Ptr], Int;
     madvise => mm::madvise, [Ptr, UInt, Int], Int;
+    pkey_alloc => mm::pkey_alloc, [Hex, Hex], Int;
+    pkey_free => mm::pkey_free, [Int], Int;
+    pkey_mprotect => mm::pkey_mprotect, [Ptr, UInt, Prot, Int], Int;
+    membarrier => membarrier::membarrier, [Int, Hex, Int], Int;
+    set_mempolicy => numa::set_mempolicy, [Int, Ptr, UInt], Int;
+    get_mempolicy => numa::get_mempolicy, [Ptr, Ptr, UInt, Ptr, Hex], Int;
+    mbind => numa::mbind, [Ptr, UInt, Int, Ptr, UInt, Hex], Int;
     shmget => ipc::shmget, [Int, UInt, Hex], Int;
     shmat => ipc::shmat, [Int, Ptr, Hex], Hex;
     shmctl => ipc::shmctl, [Int, Int, Ptr], Int;
@@ -104,6 +112,8 @@ table! {
     lchown => namei::lchown, [Path, Int, Int], Int;
     umask => fs::umask, [Mode], Int;
     gettimeofday => time::gettimeofday, [Ptr, Ptr], Int;
+    settimeofday => settime::settimeofday, [Ptr, Ptr], Int;
+    adjtimex => settime::adjtimex, [Ptr], Int;
     getrlimit => process::getrlimit, [Int, Ptr], Int;
     getrusage => process::getrusage, [Int, Ptr], Int;
     sysinfo => info::sysinfo, [Ptr], Int;
@@ -129,6 +139,9 @@ table! {
     getpgid => process::getpgid, [Int], Int;
     capget => process::capget, [Ptr, Ptr], Int;
     capset => process::capset, [Ptr, Ptr], Int;
+    add_key => keys::add_key, [Path, Path, Ptr, UInt, Int], Int;
+    request_key => keys::request_key, [Path, Path, Path, Int], Int;
+    keyctl => keys::keyctl, [Int, Hex, Hex, Hex, Hex], Int;
     rt_sigpending => signal::rt_sigpending, [Ptr, UInt], Int;
     sigaltstack => signal::sigaltstack, [Ptr, Ptr], Int;
     utime => namei::utimes, [Path, Ptr], Int;
@@ -136,12 +149,16 @@ table! {
     personality => process::personality, [Hex], Hex;
     statfs => fs::statfs, [Path, Ptr], Int;
     fstatfs => fs::fstatfs, [Fd, Ptr], Int;
-    getpriority => info::getpriority, [Int, Int], Int;
-    setpriority => info::setpriority, [Int, Int, Int], Int;
-    sched_getparam => info::sched_getparam, [Int, Ptr], Int;
-    sched_getscheduler => info::sched_getscheduler, [Int], Int;
-    sched_get_priority_max => info::sched_priority_range, [Int], Int;
-    sched_get_priority_min => info::sched_priority_range, [Int], Int;
+    getpriority => sched::getpriority, [Int, Int], Int;
+    setpriority => sched::setpriority, [Int, Int, Int], Int;
+    sched_getparam => sched::sched_getparam, [Int, Ptr], Int;
+    sched_getscheduler => sched::sched_getscheduler, [Int], Int;
+    sched_get_priority_max => info::sched_get_priority_max, [Int], Int;
+    sched_get_priority_min => info::sched_get_priority_min, [Int], Int;
+    sched_setattr => sched::sched_setattr, [Int, Ptr, Hex], Int;
+    sched_getattr => sched::sched_getattr, [Int, Ptr, UInt, Hex], Int;
+    ioprio_set => sched::ioprio_set, [Int, Int, Hex], Int;
+    ioprio_get => sched::ioprio_get, [Int, Int], Int;
     mlock => mm::mlock, [Ptr, UInt], Int;
     munlock => mm::mlock, [Ptr, UInt], Int;
     mlockall => mm::mlock, [Hex], Int;
@@ -166,6 +183,8 @@ table! {
     fadvise64 => fs::fd_noop, [Fd, Long, UInt, Int], Int;
     clock_gettime => time::clock_gettime, [Clock, Ptr], Int;
     clock_getres => time::clock_getres, [Clock, Ptr], Int;
+    clock_settime => settime::clock_settime, [Clock, Ptr], Int;
+    clock_adjtime => settime::clock_adjtime, [Clock, Ptr], Int;
     clock_nanosleep => time::clock_nanosleep, [Clock, Hex, Ptr, Ptr], Int;
     exit_group => process::exit_group, [Int], None;
     tgkill => signal::tgkill, [Int, Int, Signal], Int;
@@ -314,4 +333,52 @@ pub fn name(nr: u64) -> String {
         .and_then(|n| Sysno::new(n as usize))
         .map(|s| s.name().to_string())
         .unwrap_or_else(|| format!("syscall_{nr:#x}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// The README's table of system calls: name and status, by name.
+    fn readme_table() -> BTreeMap<String, String> {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        let section = readme.split("\n## System calls\n").nth(1).expect("README has a System calls section");
+        let section = section.split("\n## ").next().unwrap();
+        let mut rows = BTreeMap::new();
+        for line in section.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let name = cells[1].trim_matches('`').to_string();
+            assert!(rows.insert(name.clone(), cells[2].to_string()).is_none(), "{name} has two rows");
+        }
+        rows
+    }
+
+    /// The README says of every system call the sentry dispatches whether
+    /// it is served in full, partly or refused; what it says is served is
+    /// dispatched, and what it says is missing is not.
+    #[test]
+    fn readme_table_matches_the_dispatch_table() {
+        let rows = readme_table();
+        let dispatched: Vec<&str> = entries().iter().map(|(sys, ..)| sys.name()).collect();
+        for name in &dispatched {
+            match rows.get(*name).map(String::as_str) {
+                Some("yes" | "partly" | "refused") => {}
+                other => panic!("{name} is dispatched, but the README's table says {other:?}"),
+            }
+        }
+        for (name, status) in &rows {
+            assert!(name.parse::<Sysno>().is_ok(), "{name} is no x86_64 system call");
+            let served = dispatched.contains(&name.as_str());
+            match status.as_str() {
+                "yes" | "partly" => {
+                    assert!(served, "the README says {name} is served ({status}), but it is not dispatched")
+                }
+                "no" => assert!(!served, "the README says {name} is missing, but it is dispatched"),
+                "refused" => {}
+                other => panic!("{name}: unknown status {other:?} (yes, partly, refused or no)"),
+            }
+        }
+    }
 }

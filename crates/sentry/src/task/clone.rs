@@ -164,6 +164,8 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         let exit_signal =
             if has(g::CLONE_PARENT) { parent.tg.state.lock().unwrap().exit_signal } else { args.exit_signal };
         let tg = ThreadGroup::new(tid, handlers, exit_signal, parent.tg.signal_account.clone(), parent.tg.creds());
+        tg.pkey_slot_spent.store(parent.tg.pkey_slot_spent.load(Ordering::Relaxed), Ordering::Relaxed);
+        tg.session_keyring.store(parent.tg.session_keyring.load(Ordering::Relaxed), Ordering::Relaxed);
         tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
         let mut info = parent.tg.info.lock().unwrap().clone();
         info.comm = parent.shared.comm.lock().unwrap().clone();
@@ -183,6 +185,8 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
     *shared.comm.lock().unwrap() = parent.shared.comm.lock().unwrap().clone();
     shared.no_new_privs.store(parent.shared.no_new_privs.load(Ordering::Relaxed), Ordering::Relaxed);
     *shared.affinity.lock().unwrap() = parent.shared.affinity.lock().unwrap().clone();
+    *shared.sched.lock().unwrap() = parent.shared.sched.lock().unwrap().for_child();
+    *shared.mempolicy.lock().unwrap() = *parent.shared.mempolicy.lock().unwrap();
 
     let mut regs = parent.regs;
     regs.rax = 0;

@@ -82,15 +82,20 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     };
     let program = loader::resolve_interpreters(&resolver, &req.file, &req.filename, req.filename_inaccessible, argv)?;
     loader::check_arguments(&program.argv, &envp, &req.filename)?;
+    let no_new_privs = task.shared.no_new_privs.load(std::sync::atomic::Ordering::Relaxed);
+    let mut new_creds = (*creds).clone();
+    let secure =
+        new_creds.exec(&file_privileges(&program.exe.dentry), no_new_privs).map_err(|_| LoadError::NotPermitted)?;
     let space = kernel.platform.new_address_space().map_err(|_| LoadError::NoMemory)?;
     let stack_limit = task.tg.rlimit(linux_raw_sys::general::RLIMIT_STACK).cur;
     let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, stack_limit));
     let args = loader::ProgramArgs { argv: &program.argv, envp: &envp, execfn: &req.filename };
     let facts = loader::AuxFacts {
-        uid: creds.uid.real,
-        euid: creds.uid.effective,
-        gid: creds.gid.real,
-        egid: creds.gid.effective,
+        uid: new_creds.uid.real,
+        euid: new_creds.uid.effective,
+        gid: new_creds.gid.real,
+        egid: new_creds.gid.effective,
+        secure,
         ..kernel.facts.clone()
     };
     let loaded = loader::load(&mm, &program, &args, &facts);
@@ -125,10 +130,10 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     task.altstack = (0, 0, linux_raw_sys::general::SS_DISABLE);
     task.robust_list = (0, 0);
     task.clear_child_tid = 0;
-    {
-        let mut c = task.tg.creds.lock().unwrap();
-        Arc::make_mut(&mut c).exec();
-    }
+    // The new memory has no membarrier registrations.
+    task.tg.membarrier_registrations.store(0, std::sync::atomic::Ordering::Relaxed);
+    task.tg.pkey_slot_spent.store(false, std::sync::atomic::Ordering::Relaxed);
+    *task.tg.creds.lock().unwrap() = Arc::new(new_creds);
     {
         let mut st = task.tg.state.lock().unwrap();
         st.did_exec = true;
@@ -158,4 +163,21 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     *task.tg.view.lock().unwrap() =
         Some(ProcessView { mm: task.mm.clone(), fs: task.fs.clone(), files: task.files.clone() });
     Ok(())
+}
+
+/// What the program file changes the credentials with at execve: its
+/// set-user-id and set-group-id owners, unless its mount is nosuid (Linux's
+/// bprm_fill_uid(): set-group-id only with group execute), and its
+/// `security.capability`, where its file system carries one.
+fn file_privileges(d: &crate::fs::Dentry) -> crate::auth::FilePrivileges {
+    use linux_raw_sys::general::{S_ISGID, S_ISUID, S_IXGRP};
+    if d.mount.flags().contains(crate::fs::dentry::MountFlags::NOSUID) {
+        return crate::auth::FilePrivileges::default();
+    }
+    let Ok(st) = d.inode.stat() else { return crate::auth::FilePrivileges::default() };
+    crate::auth::FilePrivileges {
+        setuid: (st.mode & S_ISUID != 0).then_some(st.uid),
+        setgid: (st.mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP).then_some(st.gid),
+        caps: d.inode.getxattr(crate::auth::FILE_CAPS_XATTR).ok().and_then(|v| crate::auth::FileCaps::parse(&v)),
+    }
 }

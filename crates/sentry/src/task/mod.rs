@@ -19,7 +19,7 @@ mod signals;
 mod tree;
 mod wait;
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use linux_raw_sys::general as g;
@@ -197,6 +197,61 @@ pub struct TaskShared {
     /// The CPUs the thread may run on (sched_setaffinity), as the mask
     /// sched_getaffinity gives: inherited by clone, kept by execve.
     pub affinity: Mutex<Vec<u8>>,
+    /// The scheduling attributes the thread asked for (sched_setattr,
+    /// ioprio_set): kept and reported back; host threads are not
+    /// rescheduled by them.
+    pub sched: Mutex<SchedAttrs>,
+    /// set_mempolicy's policy: inherited by clone, kept by execve.
+    pub mempolicy: Mutex<MemPolicy>,
+}
+
+/// A thread's memory policy on the sandbox's one node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemPolicy {
+    /// MPOL_DEFAULT, MPOL_BIND, ...
+    pub mode: u32,
+    /// MPOL_F_STATIC_NODES, MPOL_F_RELATIVE_NODES, MPOL_F_NUMA_BALANCING.
+    pub flags: u32,
+    /// The first 64 nodes of the mask given (reported back for the
+    /// static and relative flags, which keep the mask as given).
+    pub user_mask: u64,
+}
+
+/// A thread's scheduling policy and its parameters, and its I/O priority.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedAttrs {
+    /// SCHED_NORMAL, SCHED_FIFO, ...
+    pub policy: u32,
+    /// SCHED_FLAG_RESET_ON_FORK.
+    pub reset_on_fork: bool,
+    /// -20 to 19, for the fair policies.
+    pub nice: i32,
+    /// 1 to 99 for SCHED_FIFO and SCHED_RR, else 0.
+    pub priority: u32,
+    /// SCHED_DEADLINE's runtime, deadline and period, in ns.
+    pub runtime: u64,
+    pub deadline: u64,
+    pub period: u64,
+    /// ioprio_set's value; 0 (IOPRIO_CLASS_NONE) follows the nice value.
+    pub ioprio: u32,
+}
+
+impl SchedAttrs {
+    /// What a clone starts with: the parent's, but under
+    /// SCHED_FLAG_RESET_ON_FORK a real-time or deadline policy becomes
+    /// SCHED_NORMAL and a negative nice value 0, and the flag goes.
+    pub fn for_child(&self) -> SchedAttrs {
+        if !self.reset_on_fork {
+            return *self;
+        }
+        let mut c = *self;
+        if matches!(c.policy, 1 | 2 | 6) {
+            c = SchedAttrs { ioprio: c.ioprio, ..SchedAttrs::default() };
+        }
+        c.nice = c.nice.max(0);
+        c.reset_on_fork = false;
+        c
+    }
 }
 
 /// The affinity mask of a sandbox's `n` CPUs, in whole 64-bit words as
@@ -243,6 +298,8 @@ impl TaskShared {
             // The first task's is set by the sandbox, a clone's copied
             // from its parent.
             affinity: Mutex::new(Vec::new()),
+            sched: Mutex::new(SchedAttrs::default()),
+            mempolicy: Mutex::new(MemPolicy::default()),
         })
     }
 
@@ -395,6 +452,15 @@ pub struct ThreadGroup {
     /// The thread that took the last process-wide signal no thread in
     /// particular was the best for (Linux's curr_target).
     pub curr_target: AtomicI32,
+    /// The membarrier registrations of the process's memory (the
+    /// MEMBARRIER_CMD_REGISTER_* bits): dropped by execve.
+    pub membarrier_registrations: AtomicU32,
+    /// The memory's one protection key slot is spent (see
+    /// `syscalls::mm::pkey_alloc`): copied by fork, reset by execve.
+    pub pkey_slot_spent: AtomicBool,
+    /// The serial of the process's session keyring (0 until one is
+    /// wanted): inherited by fork, kept by execve.
+    pub session_keyring: AtomicI32,
 }
 
 impl ThreadGroup {
@@ -419,6 +485,9 @@ impl ThreadGroup {
             creds: Mutex::new(creds),
             view: Mutex::new(None),
             curr_target: AtomicI32::new(tgid),
+            membarrier_registrations: AtomicU32::new(0),
+            pkey_slot_spent: AtomicBool::new(false),
+            session_keyring: AtomicI32::new(0),
         })
     }
 
