@@ -267,12 +267,13 @@ static int has_wake_alarm(void) {
 }
 
 static void alarm_clocks(void) {
+    /* One check either way: whether the caller holds the capability is
+     * the caller's (root natively, a container's root in the sandbox). */
     int fd = timerfd_create(CLOCK_BOOTTIME_ALARM, 0);
     if (has_wake_alarm()) {
-        CHECK(fd >= 0);
         struct itimerspec s = spec(1000000, 0);
-        CHECK_OK(timerfd_settime(fd, 0, &s, NULL));
-        CHECK(read_ticks(fd) == 1);
+        uint64_t n = 0;
+        CHECK(fd >= 0 && timerfd_settime(fd, 0, &s, NULL) == 0 && read(fd, &n, sizeof n) == sizeof n && n == 1);
         close(fd);
     } else {
         CHECK(fd == -1 && errno == EPERM);
