@@ -845,27 +845,27 @@ impl Interrupter for Kick {
 
 /// The CPU time of a context's stub threads: the host's count for the
 /// thread it runs on now (`/proc/PID/task/TID/schedstat`, nanoseconds the
-/// scheduler ran it) and what the threads it left behind had used.
+/// scheduler ran it) and what the threads it left behind had used. The
+/// count is opened at each reading: a descriptor held per context would
+/// cost one host descriptor per sandbox thread.
 #[derive(Default)]
 struct StubCpuClock {
     retired: std::sync::atomic::AtomicU64,
-    /// The current thread's count, and its last reading: a thread the host
-    /// ended (its stub killed) keeps what it had.
-    current: Mutex<Option<(std::fs::File, u64)>>,
+    /// The current thread, and its last reading: a thread the host ended
+    /// (its stub killed) keeps what it had.
+    current: Mutex<Option<(i32, i32, u64)>>,
 }
 
 impl StubCpuClock {
-    fn read(f: &std::fs::File) -> Option<u64> {
-        use std::os::unix::fs::FileExt;
-        let mut buf = [0u8; 64];
-        let n = f.read_at(&mut buf, 0).ok()?;
-        std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().next()?.parse().ok()
+    fn read(pid: i32, tid: i32) -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+        text.split_whitespace().next()?.parse().ok()
     }
 
-    fn live(cur: &mut Option<(std::fs::File, u64)>) -> u64 {
+    fn live(cur: &mut Option<(i32, i32, u64)>) -> u64 {
         match cur {
-            Some((f, last)) => {
-                *last = Self::read(f).unwrap_or(*last).max(*last);
+            Some((pid, tid, last)) => {
+                *last = Self::read(*pid, *tid).unwrap_or(*last).max(*last);
                 *last
             }
             None => 0,
@@ -875,9 +875,8 @@ impl StubCpuClock {
     /// Starts counting the stub thread `tid` of process `pid`, after the
     /// one before it, which no longer runs.
     fn follow(&self, pid: i32, tid: i32) {
-        let file = std::fs::File::open(format!("/proc/{pid}/task/{tid}/schedstat")).ok();
         self.leave();
-        *self.current.lock().unwrap() = file.map(|f| (f, 0));
+        *self.current.lock().unwrap() = Some((pid, tid, 0));
     }
 
     /// Stops counting the current thread: what it used so far is kept.

@@ -196,6 +196,12 @@ struct State {
 }
 
 impl State {
+    /// The program's mappings, as the limit counts them: the table of
+    /// rewritten sites is not one of them.
+    fn map_count(&self) -> usize {
+        self.vmas.len() - self.rewrites.vmas()
+    }
+
     /// Drops the page map's reference to `frame` once the lock is released.
     fn release(&mut self, frame: Frame) {
         self.released.push(frame);
@@ -368,7 +374,7 @@ impl MemoryManager {
     pub fn map(&self, addr: u64, len: u64, access: Access, backing: Backing, flags: MapFlags) -> Result<u64, MmError> {
         let len = page_up(len).filter(|l| *l > 0 && *l <= USER_TOP).ok_or(MmError::NoMemory)?;
         let mut st = self.lock();
-        if st.vmas.len() > MAX_MAP_COUNT {
+        if st.map_count() > MAX_MAP_COUNT {
             return Err(MmError::NoMemory);
         }
         let start = if flags.fixed || flags.fixed_noreplace {
@@ -432,7 +438,7 @@ impl MemoryManager {
         }
         let mut st = self.lock();
         // Taking a hole out of the middle of one mapping makes one more.
-        if st.vmas.len() >= MAX_MAP_COUNT && st.vmas.find(addr).is_some_and(|v| v.start < addr && end < v.end) {
+        if st.map_count() >= MAX_MAP_COUNT && st.vmas.find(addr).is_some_and(|v| v.start < addr && end < v.end) {
             return Err(MmError::NoMemory);
         }
         for (s, e) in st.rewrites.outside(addr, end) {
@@ -501,7 +507,7 @@ impl MemoryManager {
             .enumerate()
             .filter(|(i, v)| (if *i == 0 { v.start < addr } else { end < v.end }) && v.access != access)
             .count();
-        if splits > 0 && st.vmas.len() + splits > MAX_MAP_COUNT {
+        if splits > 0 && st.map_count() + splits > MAX_MAP_COUNT {
             return Err(MmError::NoMemory);
         }
         self.charge_records(&mut st, 0, splits)?;
@@ -557,7 +563,7 @@ impl MemoryManager {
         }
         // A move may split the source in two and add the destination:
         // Linux keeps that much room below the limit.
-        let near_limit = st.vmas.len() + 3 >= MAX_MAP_COUNT;
+        let near_limit = st.map_count() + 3 >= MAX_MAP_COUNT;
         self.charge_records(&mut st, 0, 2)?;
         if old_len == 0 {
             let r = self.duplicate_locked(&mut st, &vma, old, new_len, may_move, fixed);
@@ -623,7 +629,7 @@ impl MemoryManager {
         if vma.is_private() {
             return Err(MmError::Invalid);
         }
-        if !may_move || st.vmas.len() + 3 >= MAX_MAP_COUNT {
+        if !may_move || st.map_count() + 3 >= MAX_MAP_COUNT {
             return Err(MmError::NoMemory);
         }
         let dest = match fixed {
@@ -714,7 +720,7 @@ impl MemoryManager {
                 return cur;
             }
             let extends_heap = st.vmas.last_before(old_end).is_some_and(|v| v.end == old_end && v.role == Role::Heap);
-            if !extends_heap && (st.vmas.len() > MAX_MAP_COUNT || self.charge_records(&mut st, 0, 1).is_err()) {
+            if !extends_heap && (st.map_count() > MAX_MAP_COUNT || self.charge_records(&mut st, 0, 1).is_err()) {
                 return cur;
             }
             let mut v = Vma::new(old_end, new_end, Access::READ_WRITE, Backing::Anonymous);

@@ -100,6 +100,11 @@ impl Rewrites {
         Rewrites { answers: None, publisher: None, several_processes: false, ..self.clone() }
     }
 
+    /// The VMAs the table takes.
+    pub(super) fn vmas(&self) -> usize {
+        if self.mapped { 3 } else { 0 }
+    }
+
     /// True if `[start, end)` enters the table's mapping.
     pub(super) fn overlaps(&self, start: u64, end: u64) -> bool {
         self.mapped && start < rewrite::END && end > rewrite::TABLE
