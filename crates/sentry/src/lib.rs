@@ -5,6 +5,7 @@ pub mod abi;
 pub mod arch;
 pub mod auth;
 pub mod confine;
+pub mod control;
 pub mod diag;
 pub mod errno;
 pub mod fd;

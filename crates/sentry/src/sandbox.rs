@@ -22,7 +22,7 @@ use crate::mm::MemoryManager;
 use crate::profile::{Report, Resources};
 use crate::signal::{SigHandlers, SigInfo, SigSet, code};
 use crate::task::{
-    Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, KernelSysSource, Task, TaskShared, ThreadGroup,
+    Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, KernelSysSource, Rlimit, Task, TaskShared, ThreadGroup,
     all_cpus_mask, exec, run_task,
 };
 use crate::terminal::TerminalRelay;
@@ -117,6 +117,14 @@ pub struct SandboxConfig {
     pub terminal: bool,
     /// With `terminal`: relay what the caller types (`-i`).
     pub interactive: bool,
+    /// The first process's file mode creation mask.
+    pub umask: u32,
+    /// Resource limits of the first process that differ from the default,
+    /// by RLIMIT_* number.
+    pub rlimits: Vec<(u32, Rlimit)>,
+    /// The first process starts with `PR_SET_NO_NEW_PRIVS` set: no execve
+    /// gains privileges.
+    pub no_new_privs: bool,
 }
 
 /// Why a sandbox could not run the program.
@@ -405,7 +413,7 @@ impl Sandbox {
                 SandboxError::Setup(format!("working directory {}: {e}", String::from_utf8_lossy(&config.cwd)))
             })?
         };
-        let fs = Arc::new(Mutex::new(FsContext { root: root.clone(), cwd, umask: 0o022 }));
+        let fs = Arc::new(Mutex::new(FsContext { root: root.clone(), cwd, umask: config.umask & 0o777 }));
         let files = Arc::new(FdTable::new(1024));
         let terminal = if config.terminal { Some(Self::terminal(kernel, config, devpts, &files)?) } else { None };
         for fd in (0..3).filter(|_| terminal.is_none()) {
@@ -421,8 +429,15 @@ impl Sandbox {
         debug_assert_eq!(tid, INIT_PID);
         let handlers = Arc::new(Mutex::new(SigHandlers::default()));
         let tg = ThreadGroup::new(tid, handlers, 0, Default::default(), Arc::new(config.creds.clone()));
+        for (resource, limit) in &config.rlimits {
+            if let Some(slot) = tg.rlimits.lock().unwrap().0.get_mut(*resource as usize) {
+                *slot = *limit;
+            }
+        }
         let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
         *shared.affinity.lock().unwrap() = all_cpus_mask(kernel.config.cpus);
+        // Set before the program is loaded: its execve gains nothing.
+        shared.no_new_privs.store(config.no_new_privs, std::sync::atomic::Ordering::Relaxed);
         {
             let mut tree = kernel.procs.lock().unwrap();
             tree.add_process(&tg, None, tid, tid);
@@ -572,6 +587,19 @@ impl Sandbox {
     /// every other task is killed and every host thread joined. The
     /// sentry's first host threads start here.
     pub fn run(self) -> Outcome {
+        self.run_with(None)
+    }
+
+    /// Runs as [`Sandbox::run`], but the first process starts only when
+    /// told to on `control`, which also carries signals for the sandbox's
+    /// processes (see [`crate::control`]): an OCI runtime's `start` and
+    /// `kill`. A signal sent before the start is pending when the program
+    /// starts, as for a process stopped before its first instruction.
+    pub fn run_controlled(self, control: OwnedFd) -> Outcome {
+        self.run_with(Some(control))
+    }
+
+    fn run_with(self, control: Option<OwnedFd>) -> Outcome {
         let Sandbox { kernel, init, profile, resources_at_start, outside_uid, from_monitor, terminal } = self;
         let started = std::time::Instant::now();
         kernel.start_services();
@@ -591,10 +619,28 @@ impl Sandbox {
         });
         let forwarder = Forwarder::start(kernel.clone(), outside_uid, from_monitor, resize);
         let relay = terminal.map(|t| TerminalRelay::start(t.master, t.input, t.output));
-        init_thread.start(move || run_task(init));
+        let controller = control.map(|fd| crate::control::Controller::start(kernel.clone(), outside_uid, fd));
+        let start = controller.as_ref().map(|c| c.start_gate());
+        let init_kernel = kernel.clone();
+        init_thread.start(move || {
+            // Without a start, the program never runs: it dies unstarted,
+            // as a process killed before its first instruction.
+            if let Some(gate) = start
+                && !gate.wait()
+            {
+                let init_group = init_kernel.procs.lock().unwrap().group(INIT_PID);
+                if let Some(tg) = init_group {
+                    crate::task::send_to_group(&init_kernel, &tg, SigInfo::kernel(linux_raw_sys::general::SIGKILL));
+                }
+            }
+            run_task(init)
+        });
         let status = kernel.wait_init();
         kernel.shutdown();
         forwarder.stop();
+        if let Some(c) = controller {
+            c.stop();
+        }
         if let Some(r) = relay {
             r.finish();
         }
@@ -666,7 +712,7 @@ const FORWARDED: [i32; 10] = [
     libc::SIGTSTP,
 ];
 
-pub(crate) fn forwarded_set() -> libc::sigset_t {
+pub fn forwarded_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
