@@ -15,6 +15,7 @@ use sentry::sandbox::{Bind, PlatformKind, Sandbox, SandboxConfig, TmpfsSpec};
 use sentry::task::ExitStatus;
 use sentry::{diag, internal_error};
 
+mod oci;
 mod platforms;
 
 #[derive(Parser)]
@@ -203,7 +204,7 @@ fn parse_publish(s: &str) -> Result<PublishSpec, String> {
     PublishSpec::parse(s)
 }
 
-fn parse_hostname(s: &str) -> Result<String, String> {
+pub(crate) fn parse_hostname(s: &str) -> Result<String, String> {
     // Linux's HOST_NAME_MAX.
     if s.is_empty() || s.len() > 64 {
         return Err("a host name has 1 to 64 bytes".into());
@@ -234,7 +235,7 @@ fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, String> {
 }
 
 /// A byte count with an optional K, M, G or T suffix.
-fn parse_byte_count(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_byte_count(s: &str) -> Result<u64, String> {
     let (num, mult) = match s.chars().last() {
         Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
         Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
@@ -272,7 +273,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// The host's physical memory, the default sandbox memory size.
-fn host_memory() -> u64 {
+pub(crate) fn host_memory() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let pages = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
     // SAFETY: sysconf has no preconditions.
@@ -381,6 +382,9 @@ fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> 
         test_panic_syscall: std::env::var_os(TEST_PANIC_VAR).is_some_and(|v| v == "1"),
         terminal: args.tty,
         interactive: args.interactive,
+        umask: 0o022,
+        rlimits: Vec::new(),
+        no_new_privs: false,
     })
 }
 
@@ -498,7 +502,7 @@ fn kv(k: &OsString, v: &OsString) -> Vec<u8> {
 }
 
 /// True if `path` is `prefix` or lies below it.
-fn is_under(path: &[u8], prefix: &[u8]) -> bool {
+pub(crate) fn is_under(path: &[u8], prefix: &[u8]) -> bool {
     path.starts_with(prefix) && (path.len() == prefix.len() || path[prefix.len()] == b'/')
 }
 
@@ -537,7 +541,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     };
     // Before the sandbox starts: auto may calibrate, in child processes
     // the sentry could not make once confined.
-    let Some((platform, chosen_by)) = choose_platform(&args)? else {
+    let Some((platform, chosen_by)) = choose_platform(args.platform, &args.kvm_device)? else {
         return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
     };
     let specs = args.publish.clone();
@@ -656,7 +660,7 @@ fn start_log(args: &RunArgs) -> Result<()> {
 
 /// Puts the caller's terminal (stdin) in raw mode, as docker does for
 /// `-it`; false if it is not a terminal.
-fn raw_mode() -> bool {
+pub(crate) fn raw_mode() -> bool {
     // SAFETY: tcgetattr fills a termios we own; cfmakeraw changes it; and
     // tcsetattr reads it. A failure leaves the terminal as it was.
     unsafe {
@@ -672,7 +676,7 @@ fn raw_mode() -> bool {
 /// A command-line error as one line: clap's message up to its usage
 /// block, continuation lines (such as the names of missing arguments)
 /// joined on.
-fn one_line(e: &clap::Error) -> String {
+pub(crate) fn one_line(e: &clap::Error) -> String {
     use clap::error::ErrorKind;
     if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         return "no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...]; see --help)".into();
@@ -689,6 +693,10 @@ fn main() -> ExitCode {
     // leaves open reaches the sentry or the application.
     confine::close_inherited_descriptors();
     internal_error::install();
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    if oci::claims(&argv) {
+        return oci::main(argv);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -720,12 +728,12 @@ fn main() -> ExitCode {
 
 /// A platform as `--platform` or CORDON_PLATFORM names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PlatformArg {
+pub(crate) enum PlatformArg {
     Auto,
     Named(PlatformKind),
 }
 
-fn parse_platform(name: &str) -> Result<PlatformArg, String> {
+pub(crate) fn parse_platform(name: &str) -> Result<PlatformArg, String> {
     match name {
         "auto" => Ok(PlatformArg::Auto),
         "kvm" => Ok(PlatformArg::Named(PlatformKind::Kvm)),
@@ -737,8 +745,11 @@ fn parse_platform(name: &str) -> Result<PlatformArg, String> {
 /// The platform to run on and what chose it: `--platform`, else
 /// CORDON_PLATFORM, else auto's measurement. None, once said why, when
 /// auto finds no platform that can run here.
-fn choose_platform(args: &RunArgs) -> Result<Option<(PlatformKind, &'static str)>> {
-    let (arg, by) = match args.platform {
+pub(crate) fn choose_platform(
+    platform: Option<PlatformArg>,
+    kvm_device: &std::path::Path,
+) -> Result<Option<(PlatformKind, &'static str)>> {
+    let (arg, by) = match platform {
         Some(p) => (p, "--platform"),
         None => match std::env::var("CORDON_PLATFORM") {
             Ok(name) => {
@@ -750,7 +761,7 @@ fn choose_platform(args: &RunArgs) -> Result<Option<(PlatformKind, &'static str)
     match arg {
         PlatformArg::Named(kind) => Ok(Some((kind, by))),
         PlatformArg::Auto => {
-            let calibration = platforms::calibration(&args.kvm_device, false);
+            let calibration = platforms::calibration(kvm_device, false);
             match calibration.choice().map(parse_platform) {
                 Some(Ok(PlatformArg::Named(kind))) => {
                     tracing::debug!("platform {kind:?} chosen by auto:\n{}", calibration.render().trim_end());

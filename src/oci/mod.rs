@@ -1,0 +1,421 @@
+//! `cordon` as an OCI runtime: the command line runc, crun and runsc
+//! share (`create`, `start`, `state`, `kill`, `delete`, `run`, `list`,
+//! `features`, `spec`, `ps`), so that container engines can drive it.
+
+mod container;
+mod spec;
+mod state;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use sentry::diag;
+
+use self::container::CreateOptions;
+use self::state::StateDir;
+
+#[derive(Parser)]
+#[command(name = "cordon", about = "cordon as an OCI runtime")]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The runtime's global options, as runc takes them before the command.
+#[derive(Args)]
+struct Global {
+    /// Directory of the containers' states (default: /run/cordon for
+    /// root, else $XDG_RUNTIME_DIR/cordon).
+    #[arg(long, global = true, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// File to which the runtime's errors are appended.
+    #[arg(long, global = true, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// How they are written: text or json (one object a line, as
+    /// containerd reads runc's).
+    #[arg(long, global = true, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Accepted for engines that pass it: the sandbox's limits are its
+    /// own, not a host cgroup's.
+    #[arg(long, global = true)]
+    systemd_cgroup: bool,
+    /// Accepted for engines that pass it.
+    #[arg(long, global = true)]
+    debug: bool,
+    /// Platform that runs application code: kvm, trap or auto (default:
+    /// $CORDON_PLATFORM, else auto).
+    #[arg(long, global = true, value_name = "NAME", value_parser = crate::parse_platform)]
+    platform: Option<crate::PlatformArg>,
+    /// KVM device to use.
+    #[arg(long, global = true, value_name = "PATH", default_value = platform::kvm::DEFAULT_DEVICE)]
+    kvm_device: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a container from a bundle; its program waits for `start`.
+    Create(CreateArgs),
+    /// Run the program of a created container.
+    Start(IdArg),
+    /// Print a container's state as the runtime-spec gives it (JSON).
+    State(IdArg),
+    /// Send a signal to a container's first process (default SIGTERM).
+    Kill(KillArgs),
+    /// Remove a stopped container (--force: any, killed first).
+    Delete(DeleteArgs),
+    /// Create and start a container and wait for its end (needs --bundle;
+    /// without it, `cordon run` runs a program: see `cordon run --help`).
+    Run(RunArgs),
+    /// List the containers.
+    List(ListArgs),
+    /// Print what this runtime supports, as the runtime-spec's features.
+    Features,
+    /// Write a default config.json.
+    Spec(SpecArgs),
+    /// List a container's processes on the host.
+    Ps(PsArgs),
+}
+
+#[derive(Args)]
+struct IdArg {
+    id: String,
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    /// The bundle directory (default: the current one).
+    #[arg(short, long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+    /// File to write the container process's pid to.
+    #[arg(long, value_name = "FILE")]
+    pid_file: Option<PathBuf>,
+    /// Unix socket to which the master of the container's terminal is sent.
+    #[arg(long, value_name = "PATH")]
+    console_socket: Option<PathBuf>,
+    /// Accepted: the sandbox's root is the sentry's, never the host's.
+    #[arg(long)]
+    no_pivot: bool,
+    /// Accepted: the sandbox has no host keyring.
+    #[arg(long)]
+    no_new_keyring: bool,
+    /// Descriptors past stdio to pass on: only 0 is supported.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    preserve_fds: u32,
+    id: String,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    create: CreateArgs,
+    /// Return once the container started, without waiting for its end.
+    #[arg(short, long)]
+    detach: bool,
+}
+
+#[derive(Args)]
+struct KillArgs {
+    /// Send to every process of the container.
+    #[arg(short, long)]
+    all: bool,
+    id: String,
+    #[arg(default_value = "SIGTERM")]
+    signal: String,
+}
+
+#[derive(Args)]
+struct DeleteArgs {
+    #[arg(short, long)]
+    force: bool,
+    id: String,
+}
+
+#[derive(Args)]
+struct ListArgs {
+    #[arg(short, long, default_value = "table", value_parser = ["table", "json"])]
+    format: String,
+    /// Only the ids.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct SpecArgs {
+    /// Where to write config.json (default: the current directory).
+    #[arg(short, long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+    /// Accepted: the default configuration needs no privilege in cordon.
+    #[arg(long)]
+    rootless: bool,
+}
+
+#[derive(Args)]
+struct PsArgs {
+    #[arg(short, long, default_value = "table", value_parser = ["table", "json"])]
+    format: String,
+    id: String,
+    /// Options for ps(1), with the table format.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    ps_args: Vec<String>,
+}
+
+/// The runtime's commands; `run` only with `--bundle`, since `cordon run`
+/// without it runs a program.
+const COMMANDS: &[&str] = &["create", "start", "state", "kill", "delete", "list", "features", "spec", "ps"];
+
+/// Global options that only the runtime's command line has.
+const GLOBAL_FLAGS: &[&str] = &["--root", "--log-format", "--systemd-cgroup"];
+
+/// True if `argv` is the runtime's command line rather than `cordon run`'s
+/// or `cordon platforms`'.
+pub fn claims(argv: &[OsString]) -> bool {
+    let args: Vec<&str> = argv.iter().skip(1).map(|a| a.to_str().unwrap_or("")).collect();
+    let Some(first) = args.first() else { return false };
+    if COMMANDS.contains(first) {
+        return true;
+    }
+    if GLOBAL_FLAGS.iter().any(|f| first == f || first.starts_with(&format!("{f}="))) {
+        return true;
+    }
+    if *first == "run" {
+        let before_program = args.iter().skip(1).take_while(|a| **a != "--");
+        return before_program.clone().any(|a| *a == "--bundle" || *a == "-b" || a.starts_with("--bundle="));
+    }
+    false
+}
+
+pub fn main(argv: Vec<OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            diag::line(format_args!("cordon: {}", crate::one_line(&e)));
+            return ExitCode::from(2);
+        }
+    };
+    let log = Log { file: cli.global.log.clone(), json: cli.global.log_format == "json" };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let msg = format!("{e:#}");
+            log.error(&msg);
+            diag::line(format_args!("cordon: {msg}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Where the runtime's errors go besides stderr (`--log`).
+struct Log {
+    file: Option<PathBuf>,
+    json: bool,
+}
+
+impl Log {
+    fn error(&self, msg: &str) {
+        let Some(path) = &self.file else { return };
+        let line = if self.json {
+            serde_json::json!({"level": "error", "msg": msg, "time": state::now_rfc3339()}).to_string()
+        } else {
+            format!("{} error: {msg}", state::now_rfc3339())
+        };
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode> {
+    let g = cli.global;
+    let root = g.root.clone().unwrap_or_else(state::default_root);
+    match cli.command {
+        Command::Create(args) => {
+            let (opts, c, spec) = prepare(&g, &root, &args)?;
+            container::create(&opts, c, &spec)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(args) => {
+            let (opts, c, spec) = prepare(&g, &root, &args.create)?;
+            container::run(&opts, c, &spec, args.detach)
+        }
+        Command::Start(a) => {
+            container::start(&StateDir::of(&root, &a.id)?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::State(a) => {
+            let sd = StateDir::of(&root, &a.id)?;
+            let record = sd.load()?;
+            let status = sd.status(&record);
+            println!("{}", serde_json::to_string_pretty(&sd.oci_state(&record, status))?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Kill(a) => {
+            let signal = container::parse_signal(&a.signal)?;
+            container::kill(&StateDir::of(&root, &a.id)?, signal, a.all)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Delete(a) => {
+            let sd = StateDir::of(&root, &a.id)?;
+            if a.force && !sd.dir.exists() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            container::delete(&sd, a.force)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::List(a) => list(&root, &a),
+        Command::Features => {
+            println!("{}", serde_json::to_string_pretty(&features())?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Spec(a) => {
+            let path = a.bundle.as_deref().unwrap_or(Path::new(".")).join("config.json");
+            if path.exists() {
+                bail!("{} exists: remove it first", path.display());
+            }
+            let spec = oci_spec::runtime::Spec::default();
+            std::fs::write(&path, serde_json::to_string_pretty(&spec)?)
+                .with_context(|| format!("{}", path.display()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ps(a) => ps(&root, &a),
+    }
+}
+
+/// Reads the bundle and builds the container's configuration.
+fn prepare<'a>(
+    g: &Global,
+    root: &'a Path,
+    args: &'a CreateArgs,
+) -> Result<(CreateOptions<'a>, spec::Container, oci_spec::runtime::Spec)> {
+    state::check_id(&args.id)?;
+    if args.preserve_fds != 0 {
+        bail!("--preserve-fds: passing descriptors past stdio is not supported");
+    }
+    let bundle = spec::bundle_dir(args.bundle.as_deref())?;
+    let oci = spec::load(&bundle)?;
+    let Some((platform, _)) = crate::choose_platform(g.platform, &g.kvm_device)? else {
+        bail!("no platform can run on this host");
+    };
+    let c = spec::container(&oci, &bundle, platform, &g.kvm_device)?;
+    let opts = CreateOptions {
+        root,
+        id: &args.id,
+        bundle,
+        pid_file: args.pid_file.as_deref(),
+        console_socket: args.console_socket.as_deref(),
+    };
+    Ok((opts, c, oci))
+}
+
+fn list(root: &Path, a: &ListArgs) -> Result<ExitCode> {
+    let mut rows = Vec::new();
+    for id in state::ids(root) {
+        let sd = StateDir::of(root, &id)?;
+        let Ok(record) = sd.load() else { continue };
+        let status = sd.status(&record);
+        rows.push((record, status));
+    }
+    if a.quiet {
+        for (r, _) in &rows {
+            println!("{}", r.id);
+        }
+    } else if a.format == "json" {
+        let list: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(r, s)| {
+                serde_json::json!({
+                    "ociVersion": oci_spec::runtime::VERSION,
+                    "id": r.id,
+                    "pid": if *s == state::Status::Stopped { 0 } else { r.pid },
+                    "status": s.name(),
+                    "bundle": r.bundle,
+                    "created": r.created,
+                    "owner": user_name(r.owner),
+                    "annotations": r.annotations,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string(&list)?);
+    } else {
+        println!("{:<12} {:<10} {:<10} {:<40} {:<30} OWNER", "ID", "PID", "STATUS", "BUNDLE", "CREATED");
+        for (r, s) in &rows {
+            let pid = if *s == state::Status::Stopped { 0 } else { r.pid };
+            println!(
+                "{:<12} {:<10} {:<10} {:<40} {:<30} {}",
+                r.id,
+                pid,
+                s.name(),
+                r.bundle.display(),
+                r.created,
+                user_name(r.owner)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn user_name(uid: u32) -> String {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    passwd
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.get(2) == Some(&uid.to_string().as_str())).then(|| f[0].to_string())
+        })
+        .unwrap_or_else(|| format!("#{uid}"))
+}
+
+/// The host processes of a running container: its process (cordon's
+/// monitor) and the sentry, its child. The sandbox's own processes have no
+/// host pid.
+fn ps(root: &Path, a: &PsArgs) -> Result<ExitCode> {
+    let sd = StateDir::of(root, &a.id)?;
+    let record = sd.load()?;
+    if sd.status(&record) == state::Status::Stopped {
+        bail!("container {} is not running", record.id);
+    }
+    let mut pids = vec![record.pid];
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", record.pid)).unwrap_or_default();
+    pids.extend(children.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+    if a.format == "json" {
+        println!("{}", serde_json::to_string(&pids)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let list: Vec<String> = pids.iter().map(i32::to_string).collect();
+    let args = if a.ps_args.is_empty() { vec!["-f".to_string()] } else { a.ps_args.clone() };
+    let status = std::process::Command::new("ps").args(&args).arg("-p").arg(list.join(",")).status().context("ps")?;
+    Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The runtime-spec's features document for this runtime.
+fn features() -> serde_json::Value {
+    let caps: Vec<String> = sentry::auth::cap::NAMES.iter().map(|n| format!("CAP_{n}")).collect();
+    serde_json::json!({
+        "ociVersionMin": "1.0.0",
+        "ociVersionMax": oci_spec::runtime::VERSION,
+        "hooks": ["prestart", "createRuntime", "poststart", "poststop"],
+        "mountOptions": ["bind", "rbind", "ro", "rw", "size", "mode"],
+        "linux": {
+            "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"],
+            "capabilities": caps,
+            "cgroup": {"v1": false, "v2": false, "systemd": false, "systemdUser": false},
+            "seccomp": {"enabled": false},
+            "apparmor": {"enabled": false},
+            "selinux": {"enabled": false},
+        },
+        "annotations": {
+            "org.opencontainers.runtime-spec.features.runtime": "cordon",
+            "dev.cordon.version": env!("CARGO_PKG_VERSION"),
+        },
+    })
+}

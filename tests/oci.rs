@@ -1,0 +1,423 @@
+//! cordon as an OCI runtime: bundles driven through create, start, state,
+//! kill and delete as container engines drive runc, `run` with its exit
+//! status, a terminal through a console socket, and many cycles that leave
+//! nothing behind.
+//!
+//! The bundles' root is an empty directory with the host's /usr bind
+//! mounted read-only (and /bin, /lib, /lib64 from it), so the programs are
+//! the host's shell and tools.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// Far longer than any step takes: reaching it means a hang.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// A bundle and a state root of a test's own.
+struct Bundle {
+    dir: PathBuf,
+    root: PathBuf,
+}
+
+impl Bundle {
+    /// A bundle running `args` with `extra` merged into the process (and
+    /// `top` into the configuration's top level).
+    fn new(name: &str, args: &[&str], process: serde_json::Value, top: serde_json::Value) -> Bundle {
+        let dir = common::scratch_dir(name);
+        std::fs::create_dir_all(dir.join("rootfs")).unwrap();
+        let mut proc_json = serde_json::json!({
+            "terminal": false,
+            "user": {"uid": 0, "gid": 0},
+            "args": args,
+            "env": ["PATH=/usr/bin:/bin", "HOME=/"],
+            "cwd": "/",
+        });
+        merge(&mut proc_json, process);
+        let mut config = serde_json::json!({
+            "ociVersion": "1.0.2",
+            "process": proc_json,
+            "root": {"path": "rootfs", "readonly": true},
+            "hostname": "oci-test",
+            "mounts": [
+                {"destination": "/proc", "type": "proc", "source": "proc"},
+                {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755"]},
+                {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
+                {"destination": "/bin", "type": "bind", "source": "/usr/bin", "options": ["rbind", "ro"]},
+                {"destination": "/lib", "type": "bind", "source": "/usr/lib", "options": ["rbind", "ro"]},
+                {"destination": "/lib64", "type": "bind", "source": "/usr/lib64", "options": ["rbind", "ro"]},
+                {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["size=8m", "mode=1777"]},
+            ],
+            "linux": {"namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "mount"}, {"type": "ipc"}, {"type": "uts"}]},
+        });
+        merge(&mut config, top);
+        std::fs::write(dir.join("config.json"), serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+        let root = dir.join("state");
+        Bundle { dir, root }
+    }
+
+    /// `cordon --root ROOT --platform P ARGS`.
+    fn cordon(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(common::cordon());
+        cmd.arg("--root").arg(&self.root).arg("--platform").arg(common::platform()).args(args);
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs a runtime command to its end; it must succeed.
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.output(args);
+        assert!(out.status.success(), "cordon {args:?}: {:?}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+        out
+    }
+
+    fn output(&self, args: &[&str]) -> Output {
+        let child = self.cordon(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn cordon");
+        common::finish_within(child, LIMIT, &format!("cordon {args:?}"))
+    }
+
+    /// `create`, whose stdout (the container's) is returned to read.
+    fn create(&self, id: &str, extra: &[&str]) -> std::process::ChildStdout {
+        let pid_file = self.dir.join(format!("{id}.pid"));
+        let mut child = self
+            .cordon(&["create", "--bundle"])
+            .arg(&self.dir)
+            .arg("--pid-file")
+            .arg(&pid_file)
+            .args(extra)
+            .arg(id)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn cordon create");
+        let out = child.stdout.take().unwrap();
+        let status = child.wait().expect("wait for create");
+        assert!(status.success(), "cordon create {id}: {status:?}");
+        out
+    }
+
+    fn state(&self, id: &str) -> serde_json::Value {
+        serde_json::from_slice(&self.ok(&["state", id]).stdout).expect("state is JSON")
+    }
+
+    fn pid_file(&self, id: &str) -> i32 {
+        std::fs::read_to_string(self.dir.join(format!("{id}.pid"))).unwrap().trim().parse().unwrap()
+    }
+}
+
+fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    if let (Some(a), serde_json::Value::Object(b)) = (into.as_object_mut(), from) {
+        for (k, v) in b {
+            a.insert(k, v);
+        }
+    }
+}
+
+/// A descriptor on process `pid` that becomes readable when it exits.
+fn pidfd(pid: i32) -> OwnedFd {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new
+    // descriptor, which we then own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    assert!(fd >= 0, "pidfd_open {pid}: {}", std::io::Error::last_os_error());
+    // SAFETY: a fresh descriptor nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// Waits for the process behind `fd` to end (a hang fails at LIMIT).
+fn wait_gone(fd: &OwnedFd, what: &str) {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: polls one pollfd we own.
+    let n = unsafe { libc::poll(&mut p, 1, LIMIT.as_millis() as i32) };
+    assert_eq!(n, 1, "{what} still running after {LIMIT:?}");
+}
+
+/// The host children of `pid` (the container's process's: the sentry).
+fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Host processes whose command line names `needle` (a test's own state
+/// root, which every process of its containers has in its arguments).
+fn processes_naming(needle: &Path) -> Vec<i32> {
+    let needle = needle.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+            !zombie && cmd.windows(needle.len()).any(|w| w == needle)
+        })
+        .collect()
+}
+
+#[test]
+fn create_start_state_kill_delete() {
+    require_kvm!();
+    let b = Bundle::new(
+        "oci-lifecycle",
+        &["/bin/sh", "-c", "trap 'echo got TERM; exit 7' TERM; echo started $(hostname); while :; do sleep 0.1; done"],
+        serde_json::json!({}),
+        serde_json::json!({"annotations": {"org.example.key": "value"}}),
+    );
+    let out = b.create("c1", &[]);
+    let pid = b.pid_file("c1");
+    let state = b.state("c1");
+    assert_eq!(state["status"], "created", "{state}");
+    assert_eq!(state["id"], "c1");
+    assert_eq!(state["pid"], pid, "the pid file names the container's process");
+    assert_eq!(state["bundle"], b.dir.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(state["annotations"]["org.example.key"], "value");
+    assert!(state["ociVersion"].as_str().is_some_and(|v| v.starts_with("1.")), "{state}");
+    // The state directory is the owner's only.
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(b.root.join("c1")).unwrap().permissions());
+    assert_eq!(mode & 0o077, 0, "state directory mode {mode:o}");
+    // Not yet running: nothing printed, and a second create of the id fails.
+    let again = b.output(&["create", "--bundle", b.dir.to_str().unwrap(), "c1"]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"), "{again:?}");
+
+    b.ok(&["start", "c1"]);
+    let mut lines = BufReader::new(out).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "started oci-test");
+    assert_eq!(b.state("c1")["status"], "running");
+    let twice = b.output(&["start", "c1"]);
+    assert!(!twice.status.success(), "a running container starts once");
+    let busy = b.output(&["delete", "c1"]);
+    assert!(!busy.status.success(), "a running container is not deleted without --force");
+
+    let exited = pidfd(pid);
+    b.ok(&["kill", "c1", "TERM"]);
+    assert_eq!(lines.next().unwrap().unwrap(), "got TERM");
+    wait_gone(&exited, "the container's process");
+    let state = b.state("c1");
+    assert_eq!(state["status"], "stopped", "{state}");
+    let late = b.output(&["kill", "c1", "KILL"]);
+    assert!(!late.status.success(), "a stopped container takes no signal");
+    b.ok(&["delete", "c1"]);
+    assert!(!b.root.join("c1").exists());
+    let gone = b.output(&["state", "c1"]);
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("does not exist"), "{gone:?}");
+}
+
+#[test]
+fn run_exits_with_the_programs_status() {
+    require_kvm!();
+    let script = "echo out; echo err >&2; exit 3";
+    let b = Bundle::new("oci-run", &["/bin/sh", "-c", script], serde_json::json!({}), serde_json::json!({}));
+    let out = b.output(&["run", "--bundle", b.dir.to_str().unwrap(), "r1"]);
+    let native = common::native("/bin/sh", &["-c", script], None);
+    common::assert_same("run", &out, &native);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(!b.root.join("r1").exists(), "run deletes the container");
+
+    let killed = Bundle::new(
+        "oci-run-killed",
+        &["/bin/sh", "-c", "kill -KILL $$"],
+        serde_json::json!({}),
+        serde_json::json!({}),
+    );
+    let out = killed.output(&["run", "--bundle", killed.dir.to_str().unwrap(), "r2"]);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGKILL), "{out:?}");
+}
+
+#[test]
+fn process_settings_reach_the_program() {
+    require_kvm!();
+    let script = "id -u; id -g; id -G; umask; ulimit -n; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; echo $FOO; pwd";
+    let b = Bundle::new(
+        "oci-process",
+        &["/bin/sh", "-c", script],
+        serde_json::json!({
+            "user": {"uid": 1000, "gid": 1001, "additionalGids": [1002, 1003], "umask": 63},
+            "env": ["PATH=/usr/bin:/bin", "FOO=bar"],
+            "cwd": "/tmp",
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 512, "soft": 256}],
+            "noNewPrivileges": true,
+            "capabilities": {"bounding": ["CAP_CHOWN", "CAP_KILL"], "effective": [], "permitted": []},
+        }),
+        serde_json::json!({}),
+    );
+    let out = b.output(&["run", "--bundle", b.dir.to_str().unwrap(), "p1"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "1000",
+            "1001",
+            "1001 1002 1003",
+            "0077",
+            "256",
+            "CapEff:\t0000000000000000",
+            "CapBnd:\t0000000000000021",
+            "NoNewPrivs:\t1",
+            "bar",
+            "/tmp"
+        ],
+        "{out:?}"
+    );
+}
+
+#[test]
+fn killing_the_containers_process_ends_the_sandbox() {
+    require_kvm!();
+    let b = Bundle::new(
+        "oci-sigkill",
+        &["/bin/sh", "-c", "echo up; exec sleep 1000"],
+        serde_json::json!({}),
+        serde_json::json!({}),
+    );
+    let out = b.create("k1", &[]);
+    b.ok(&["start", "k1"]);
+    let mut lines = BufReader::new(out).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "up");
+    let pid = b.pid_file("k1");
+    let sentries: Vec<OwnedFd> = children(pid).into_iter().map(pidfd).collect();
+    assert!(!sentries.is_empty(), "the container's process has the sentry as its child");
+    let monitor = pidfd(pid);
+    // SAFETY: sends a signal to the container's process, which the test
+    // made.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    wait_gone(&monitor, "the container's process");
+    for s in &sentries {
+        wait_gone(s, "the sentry, once the container's process is killed");
+    }
+    assert_eq!(b.state("k1")["status"], "stopped");
+    b.ok(&["delete", "k1"]);
+}
+
+#[test]
+fn hooks_run_with_the_state_on_stdin() {
+    require_kvm!();
+    let b = Bundle::new("oci-hooks", &["/bin/true"], serde_json::json!({}), serde_json::json!({}));
+    let log = b.dir.join("hooks.log");
+    // Each hook appends its name and the state it read.
+    let hook = |name: &str| serde_json::json!({"path": "/bin/sh", "args": ["sh", "-c", format!("{{ echo {name}; cat; echo; }} >> {}", log.display())]});
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
+    config["hooks"] = serde_json::json!({
+        "prestart": [hook("prestart")],
+        "createRuntime": [hook("createRuntime")],
+        "poststart": [hook("poststart")],
+        "poststop": [hook("poststop")],
+    });
+    std::fs::write(b.dir.join("config.json"), serde_json::to_vec(&config).unwrap()).unwrap();
+    let _out = b.create("h1", &[]);
+    let pid = b.pid_file("h1");
+    let exited = pidfd(pid);
+    b.ok(&["start", "h1"]);
+    wait_gone(&exited, "the container's process");
+    b.ok(&["delete", "h1"]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let names: Vec<&str> = lines.iter().step_by(2).copied().collect();
+    assert_eq!(names, ["prestart", "createRuntime", "poststart", "poststop"], "{text}");
+    let states: Vec<serde_json::Value> =
+        lines.iter().skip(1).step_by(2).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let statuses: Vec<&str> = states.iter().map(|s| s["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["creating", "creating", "running", "stopped"], "{text}");
+    assert!(states.iter().all(|s| s["id"] == "h1" && s["pid"] == pid || s["status"] == "stopped"), "{text}");
+}
+
+/// Receives the console's master from the socket, as an engine does.
+fn receive_console(listener: &std::os::unix::net::UnixListener) -> (String, OwnedFd) {
+    let (conn, _) = listener.accept().expect("accept the runtime's connection");
+    let mut name = [0u8; 256];
+    let mut control = [0u8; 64];
+    let mut iov = libc::iovec { iov_base: name.as_mut_ptr().cast(), iov_len: name.len() };
+    // SAFETY: an all-zero msghdr is valid; it points at buffers that
+    // outlive the recvmsg; CMSG_FIRSTHDR/CMSG_DATA read within `control`.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = control.len();
+        let n = libc::recvmsg(conn.as_raw_fd(), &mut msg, 0);
+        assert!(n > 0, "recvmsg: {}", std::io::Error::last_os_error());
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        assert!(!cmsg.is_null() && (*cmsg).cmsg_type == libc::SCM_RIGHTS, "no descriptor sent");
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
+        (String::from_utf8_lossy(&name[..n as usize]).into_owned(), OwnedFd::from_raw_fd(fd))
+    }
+}
+
+#[test]
+fn console_socket_gives_the_container_a_terminal() {
+    require_kvm!();
+    let b = Bundle::new(
+        "oci-console",
+        &["/bin/sh", "-c", "tty; stty size; read line; echo got $line"],
+        serde_json::json!({"terminal": true, "consoleSize": {"height": 30, "width": 100}}),
+        serde_json::json!({}),
+    );
+    let socket = b.dir.join("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let receiver = std::thread::spawn(move || receive_console(&listener));
+    let _out = b.create("t1", &["--console-socket", socket.to_str().unwrap()]);
+    let (name, master) = receiver.join().unwrap();
+    assert!(name.starts_with("/dev/pts/"), "the message names the pty: {name:?}");
+    let exited = pidfd(b.pid_file("t1"));
+    b.ok(&["start", "t1"]);
+    let mut master = std::fs::File::from(master);
+    std::io::Write::write_all(&mut master, b"hello\n").unwrap();
+    // Read until the program's last line (the host pty gives EIO, not end
+    // of file, once its slave is closed).
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&seen).contains("got hello") {
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&seen).replace('\r', "");
+    let lines: Vec<&str> = text.lines().filter(|l| *l != "hello").collect();
+    assert_eq!(lines, ["/dev/pts/0", "30 100", "got hello"], "{text:?}");
+    wait_gone(&exited, "the container's process");
+    b.ok(&["delete", "t1"]);
+}
+
+#[test]
+fn unsupported_configuration_is_one_line_error() {
+    require_kvm!();
+    let b = Bundle::new(
+        "oci-unsupported",
+        &["/bin/true"],
+        serde_json::json!({}),
+        serde_json::json!({"mounts": [{"destination": "/x", "type": "nfs", "source": "server:/export"}]}),
+    );
+    let out = b.output(&["create", "--bundle", b.dir.to_str().unwrap(), "u1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("nfs"), "{err}");
+    assert!(!b.root.join("u1").exists(), "a failed create leaves no state");
+}
+
+#[test]
+fn many_cycles_leave_nothing_behind() {
+    require_kvm!();
+    let b = Bundle::new("oci-cycles", &["/bin/true"], serde_json::json!({}), serde_json::json!({}));
+    for i in 0..200 {
+        let id = format!("n{i}");
+        let _out = b.create(&id, &[]);
+        b.ok(&["start", &id]);
+        b.ok(&["delete", "--force", &id]);
+    }
+    let left: Vec<_> = std::fs::read_dir(&b.root).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "state left behind: {left:?}");
+    let procs = processes_naming(&b.root);
+    assert!(procs.is_empty(), "processes left behind: {procs:?}");
+}
