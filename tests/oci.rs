@@ -421,3 +421,106 @@ fn many_cycles_leave_nothing_behind() {
     let procs = processes_naming(&b.root);
     assert!(procs.is_empty(), "processes left behind: {procs:?}");
 }
+
+#[test]
+fn exec_runs_a_process_in_the_running_container() {
+    require_kvm!();
+    let b = Bundle::new(
+        "oci-exec",
+        &["/bin/sh", "-c", "echo shared > /tmp/mark; echo up; while :; do sleep 0.1; done"],
+        serde_json::json!({}),
+        serde_json::json!({}),
+    );
+    let out = b.create("e1", &[]);
+    b.ok(&["start", "e1"]);
+    let mut lines = BufReader::new(out).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "up");
+    // The same file system (the init's tmpfs file), its own stdio and
+    // exit status.
+    let script = "cat /tmp/mark; echo err >&2; hostname; exit 5";
+    let out = b.output(&["exec", "e1", "--", "/bin/sh", "-c", script]);
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "shared\noci-test\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+    // A process.json, with its own user and environment.
+    let process = b.dir.join("process.json");
+    let spec = serde_json::json!({
+        "user": {"uid": 1000, "gid": 1000},
+        "args": ["/bin/sh", "-c", "id -u; echo $WHO; cat /proc/1/cmdline | tr '\\0' ' '; echo"],
+        "env": ["PATH=/usr/bin:/bin", "WHO=exec"],
+        "cwd": "/",
+    });
+    std::fs::write(&process, spec.to_string()).unwrap();
+    let out = b.output(&["exec", "--process", process.to_str().unwrap(), "e1"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[..2], ["1000", "exec"], "{text}");
+    assert!(lines[2].starts_with("/bin/sh -c echo shared"), "pid 1 is the container's first process: {text}");
+    // A program that is not there: a shell's status and one line.
+    let out = b.output(&["exec", "e1", "no-such-program"]);
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1, "{out:?}");
+    // ps lists the sandbox's processes; stats count them.
+    let ps: Vec<i32> = serde_json::from_slice(&b.ok(&["ps", "--format", "json", "e1"]).stdout).unwrap();
+    assert!(ps.contains(&1), "{ps:?}");
+    let stats: serde_json::Value = serde_json::from_slice(&b.ok(&["events", "--stats", "e1"]).stdout).unwrap();
+    assert_eq!(stats["type"], "stats");
+    assert!(stats["data"]["pids"]["current"].as_u64().unwrap() >= 1, "{stats}");
+    assert!(stats["data"]["memory"]["usage"]["usage"].as_u64().unwrap() > 0, "{stats}");
+    b.ok(&["delete", "--force", "e1"]);
+    let out = b.output(&["exec", "e1", "true"]);
+    assert!(!out.status.success(), "no exec into a deleted container");
+}
+
+#[test]
+fn exec_with_a_terminal_through_the_console_socket() {
+    require_kvm!();
+    let b = Bundle::new(
+        "oci-exec-tty",
+        &["/bin/sh", "-c", "echo up; while :; do sleep 0.1; done"],
+        serde_json::json!({}),
+        serde_json::json!({}),
+    );
+    let out = b.create("et", &[]);
+    b.ok(&["start", "et"]);
+    let mut lines = BufReader::new(out).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "up");
+    let socket = b.dir.join("exec-console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let receiver = std::thread::spawn(move || receive_console(&listener));
+    let exec = b
+        .cordon(&[
+            "exec",
+            "-t",
+            "--console-socket",
+            socket.to_str().unwrap(),
+            "et",
+            "/bin/sh",
+            "-c",
+            "tty; read x; echo got $x; exit 4",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (_, master) = receiver.join().unwrap();
+    let mut master = std::fs::File::from(master);
+    std::io::Write::write_all(&mut master, b"line\n").unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&seen).contains("got line") {
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&seen).replace('\r', "");
+    let lines: Vec<&str> = text.lines().filter(|l| *l != "line").collect();
+    assert_eq!(lines.len(), 2, "{text:?}");
+    assert!(lines[0].starts_with("/dev/pts/"), "{text:?}");
+    assert_eq!(lines[1], "got line");
+    let out = common::finish_within(exec, LIMIT, "cordon exec -t");
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    b.ok(&["delete", "--force", "et"]);
+}

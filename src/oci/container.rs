@@ -20,7 +20,7 @@ use sentry::net::NetworkMode;
 use sentry::sandbox::{Bind, Sandbox, SandboxConfig};
 
 use super::spec::Container;
-use super::state::{self, CONTROL, CREATED, Record, StateDir, Status};
+use super::state::{self, CONTROL, CREATED, Record, SOCKET, StateDir, Status};
 
 /// What `create` is asked for besides the bundle.
 pub struct CreateOptions<'a> {
@@ -61,6 +61,8 @@ pub fn create(opts: &CreateOptions, container: Container, spec: &oci_spec::runti
             rustix::fs::Mode::empty(),
         )
         .context("the control channel")?;
+        let socket = std::os::unix::net::UnixListener::bind(sd.path(SOCKET)).context("the control socket")?;
+        let socket = OwnedFd::from(socket);
         let (ready_read, ready_write) =
             rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).context("a pipe to the container")?;
         // SAFETY: cordon has one thread here (nothing it ran before made
@@ -71,11 +73,12 @@ pub fn create(opts: &CreateOptions, container: Container, spec: &oci_spec::runti
         }
         if pid == 0 {
             drop(ready_read);
-            let code = container_process(container.config, console, ready_write, control);
+            let code = container_process(container.config, console, ready_write, (control, socket));
             std::process::exit(code.into());
         }
         drop(ready_write);
         drop(control);
+        drop(socket);
         drop(console);
         // Read until "ready", or end of file after why not. Not to end of
         // file first: the platform's host processes may hold the pipe too.
@@ -152,7 +155,12 @@ fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
 
 /// The container's process: cordon's monitor, whose child is the sentry
 /// (see the module's documentation). Returns its exit status.
-fn container_process(config: SandboxConfig, console: Option<Console>, ready: OwnedFd, control: OwnedFd) -> u8 {
+fn container_process(
+    config: SandboxConfig,
+    console: Option<Console>,
+    ready: OwnedFd,
+    control: (OwnedFd, OwnedFd),
+) -> u8 {
     let fail = |ready: OwnedFd, code: i32, why: String| -> u8 {
         let _ = rustix::io::write(&ready, why.as_bytes());
         code as u8
@@ -171,7 +179,7 @@ fn container_process(config: SandboxConfig, console: Option<Console>, ready: Own
     };
     let bind_sources: Vec<confine::BindSource> =
         config.binds.iter().map(|b| confine::BindSource { path: &b.host, writable: !b.read_only }).collect();
-    let (mut isolation, (ready, control)) =
+    let (mut isolation, (ready, (fifo, socket))) =
         match confine::isolate(&config.rootfs, &bind_sources, network, (ready, control)) {
             Ok(Role::Monitor(status)) => return status,
             Ok(Role::Sentry(isolation, fds)) => (isolation, fds),
@@ -195,12 +203,13 @@ fn container_process(config: SandboxConfig, console: Option<Console>, ready: Own
     if let Some(fd) = isolation.take_monitor_channel() {
         sandbox.forward_signals_from(fd);
     }
+    isolation.serve_control_socket();
     if let Err(e) = isolation.lock_down() {
         return fail(ready, sentry::internal_error::EXIT_STATUS, e.to_string());
     }
     let _ = rustix::io::write(&ready, b"ready");
     drop(ready);
-    let outcome = sandbox.run_controlled(control);
+    let outcome = sandbox.run_controlled(fifo, socket);
     if console.is_some() {
         sentry::internal_error::restore_terminals();
     }
@@ -240,6 +249,11 @@ impl Console {
         }
         Ok(())
     }
+}
+
+/// A pty whose master went to the console socket at `path`: its slave.
+pub fn console_pty(path: &Path, size: Option<(u16, u16)>) -> Result<OwnedFd> {
+    Ok(console(path, size)?.slave)
 }
 
 /// Makes a pty and sends its master to the console socket at `path`, as

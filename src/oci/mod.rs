@@ -3,6 +3,7 @@
 //! `features`, `spec`, `ps`), so that container engines can drive it.
 
 mod container;
+mod exec;
 mod spec;
 mod state;
 
@@ -78,8 +79,51 @@ enum Command {
     Features,
     /// Write a default config.json.
     Spec(SpecArgs),
-    /// List a container's processes on the host.
+    /// List a container's processes (their pids inside the sandbox).
     Ps(PsArgs),
+    /// Start a process in a running container.
+    Exec(ExecArgs),
+    /// Print a container's statistics (--stats: once).
+    Events(EventsArgs),
+}
+
+#[derive(Args)]
+struct ExecArgs {
+    /// A process.json giving the whole process (instead of COMMAND).
+    #[arg(short, long, value_name = "FILE")]
+    process: Option<PathBuf>,
+    /// Give the process a terminal.
+    #[arg(short, long)]
+    tty: bool,
+    /// Unix socket to which the master of the process's terminal is sent.
+    #[arg(long, value_name = "PATH")]
+    console_socket: Option<PathBuf>,
+    /// Return once the process started; a child of cordon's stands for it
+    /// on the host (the pid file names it) and exits with its status.
+    #[arg(short, long)]
+    detach: bool,
+    #[arg(long, value_name = "FILE")]
+    pid_file: Option<PathBuf>,
+    /// Working directory inside the container.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<String>,
+    /// Set an environment variable (repeatable).
+    #[arg(short, long, value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// User as UID[:GID].
+    #[arg(short, long, value_name = "UID[:GID]")]
+    user: Option<String>,
+    id: String,
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND [ARGS]...")]
+    command: Vec<String>,
+}
+
+#[derive(Args)]
+struct EventsArgs {
+    /// Print the statistics once and exit.
+    #[arg(long)]
+    stats: bool,
+    id: String,
 }
 
 #[derive(Args)]
@@ -160,14 +204,16 @@ struct PsArgs {
     #[arg(short, long, default_value = "table", value_parser = ["table", "json"])]
     format: String,
     id: String,
-    /// Options for ps(1), with the table format.
+    /// Accepted as runc takes ps(1)'s options; the sandbox's processes
+    /// are not the host's.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     ps_args: Vec<String>,
 }
 
 /// The runtime's commands; `run` only with `--bundle`, since `cordon run`
 /// without it runs a program.
-const COMMANDS: &[&str] = &["create", "start", "state", "kill", "delete", "list", "features", "spec", "ps"];
+const COMMANDS: &[&str] =
+    &["create", "start", "state", "kill", "delete", "list", "features", "spec", "ps", "exec", "events"];
 
 /// Global options that only the runtime's command line has.
 const GLOBAL_FLAGS: &[&str] = &["--root", "--log-format", "--systemd-cgroup"];
@@ -287,7 +333,28 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .with_context(|| format!("{}", path.display()))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Ps(a) => ps(&root, &a),
+        Command::Ps(a) => exec::ps(&StateDir::of(&root, &a.id)?, a.format == "json"),
+        Command::Exec(a) => {
+            let sd = StateDir::of(&root, &a.id)?;
+            let opts = exec::ExecOptions {
+                process: a.process,
+                terminal: a.tty,
+                console_socket: a.console_socket,
+                detach: a.detach,
+                pid_file: a.pid_file,
+                cwd: a.cwd,
+                env: a.env,
+                user: a.user,
+                command: a.command,
+            };
+            exec::exec(&sd, &opts)
+        }
+        Command::Events(a) => {
+            if !a.stats {
+                bail!("events: only --stats is supported");
+            }
+            exec::stats(&StateDir::of(&root, &a.id)?, &a.id)
+        }
     }
 }
 
@@ -373,28 +440,6 @@ fn user_name(uid: u32) -> String {
             (f.get(2) == Some(&uid.to_string().as_str())).then(|| f[0].to_string())
         })
         .unwrap_or_else(|| format!("#{uid}"))
-}
-
-/// The host processes of a running container: its process (cordon's
-/// monitor) and the sentry, its child. The sandbox's own processes have no
-/// host pid.
-fn ps(root: &Path, a: &PsArgs) -> Result<ExitCode> {
-    let sd = StateDir::of(root, &a.id)?;
-    let record = sd.load()?;
-    if sd.status(&record) == state::Status::Stopped {
-        bail!("container {} is not running", record.id);
-    }
-    let mut pids = vec![record.pid];
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", record.pid)).unwrap_or_default();
-    pids.extend(children.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
-    if a.format == "json" {
-        println!("{}", serde_json::to_string(&pids)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let list: Vec<String> = pids.iter().map(i32::to_string).collect();
-    let args = if a.ps_args.is_empty() { vec!["-f".to_string()] } else { a.ps_args.clone() };
-    let status = std::process::Command::new("ps").args(&args).arg("-p").arg(list.join(",")).status().context("ps")?;
-    Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// The runtime-spec's features document for this runtime.

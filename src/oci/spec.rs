@@ -168,6 +168,40 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
     })
 }
 
+/// A process to start in a running container (`exec`), from its
+/// `process` object.
+pub fn process(process: &oci_spec::runtime::Process) -> Result<sentry::control::ProcessSpec> {
+    let args = process.args().clone().unwrap_or_default();
+    if args.is_empty() || args[0].is_empty() {
+        bail!("process.args: a program is required");
+    }
+    let cwd = process.cwd();
+    if !cwd.is_absolute() {
+        bail!("process.cwd {}: must be an absolute path", cwd.display());
+    }
+    let user = process.user();
+    let caps = capabilities(process.capabilities().as_ref())?;
+    let mut rlimits = Vec::new();
+    for r in process.rlimits().iter().flatten() {
+        if r.soft() > r.hard() {
+            bail!("process.rlimits {:?}: soft limit above the hard one", r.typ());
+        }
+        rlimits.push((rlimit_number(r.typ()), r.soft(), r.hard()));
+    }
+    Ok(sentry::control::ProcessSpec {
+        args,
+        env: process.env().clone().unwrap_or_default(),
+        cwd: cwd.to_string_lossy().into_owned(),
+        uid: user.uid(),
+        gid: user.gid(),
+        groups: user.additional_gids().clone().unwrap_or_default(),
+        caps: [caps.effective, caps.permitted, caps.inheritable, caps.bounding, caps.ambient],
+        umask: user.umask().unwrap_or(0o022),
+        rlimits,
+        no_new_privs: process.no_new_privileges().unwrap_or(false),
+    })
+}
+
 fn absolute(field: &str, p: &str) -> Result<Vec<u8>> {
     if !p.starts_with('/') {
         bail!("{field} {p}: must be an absolute path");

@@ -3,6 +3,8 @@
 //! - `state.json`: what the runtime recorded at create ([`Record`]);
 //! - `control`: the sentry's control channel, a FIFO (see
 //!   `sentry::control`);
+//! - `control.sock`: the sentry's control socket, for exec, ps, stats
+//!   (see `sentry::control::Request`);
 //! - `created`: present from create until start, whose removal of it is
 //!   what makes one start of the two that race win.
 //!
@@ -20,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub const STATE_FILE: &str = "state.json";
 pub const CONTROL: &str = "control";
 pub const CREATED: &str = "created";
+pub const SOCKET: &str = "control.sock";
 
 /// What `create` records of a container.
 #[derive(Serialize, Deserialize, Clone)]

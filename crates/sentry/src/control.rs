@@ -153,3 +153,252 @@ fn send(kernel: &Kernel, uid: u32, signal: u32, all: bool) {
         crate::task::send_to_group(kernel, &tg, SigInfo::user(signal, code::SI_USER, 0, uid));
     }
 }
+
+/// A process to start in a running sandbox (an OCI runtime's exec), as the
+/// runtime resolved it from the container's `process` and its own flags.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessSpec {
+    pub args: Vec<String>,
+    pub env: Vec<String>,
+    pub cwd: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    /// Effective, permitted, inheritable, bounding and ambient sets.
+    pub caps: [u64; 5],
+    pub umask: u32,
+    /// (RLIMIT_* number, soft, hard).
+    pub rlimits: Vec<(u32, u64, u64)>,
+    pub no_new_privs: bool,
+}
+
+/// A request on the control socket: a frame of a little-endian u32 length
+/// and that many bytes of JSON. An exec's descriptors (stdin, stdout and
+/// stderr, or one terminal) travel with the frame's first byte, in
+/// SCM_RIGHTS.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    Exec { process: ProcessSpec, terminal: bool },
+    Ps,
+    Stats,
+    Signal { signal: u32, all: bool },
+    Shutdown,
+}
+
+/// The answers, in frames of the same kind. An exec is answered twice:
+/// started (or error), then exited.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    Started {
+        pid: i32,
+    },
+    /// The process's status as a shell gives it (128 + signal if killed).
+    Exited {
+        status: i32,
+    },
+    Error {
+        message: String,
+        status: i32,
+    },
+    Ps {
+        pids: Vec<i32>,
+    },
+    Stats {
+        memory_bytes: u64,
+        memory_limit_bytes: u64,
+        pids: u64,
+        pids_limit: Option<u64>,
+    },
+    Done,
+}
+
+/// Largest frame either side sends.
+const MAX_FRAME: usize = 1 << 20;
+
+/// Writes one frame of `value` on `fd`, with `fds` in SCM_RIGHTS.
+pub fn send_frame<T: serde::Serialize>(
+    fd: std::os::fd::BorrowedFd,
+    value: &T,
+    fds: &[std::os::fd::BorrowedFd],
+) -> std::io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    let mut space = vec![std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len().max(1)))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() {
+        control.push(SendAncillaryMessage::ScmRights(fds));
+    }
+    let mut sent = rustix::net::sendmsg(fd, &[std::io::IoSlice::new(&frame)], &mut control, SendFlags::NOSIGNAL)?;
+    while sent < frame.len() {
+        sent += rustix::io::write(fd, &frame[sent..])?;
+    }
+    Ok(())
+}
+
+/// Reads one frame from `fd`, with the descriptors that came with it;
+/// None at end of file.
+pub fn receive_frame<T: serde::de::DeserializeOwned>(
+    fd: std::os::fd::BorrowedFd,
+) -> std::io::Result<Option<(T, Vec<OwnedFd>)>> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = vec![std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut head = [0u8; 4];
+    let got =
+        rustix::net::recvmsg(fd, &mut [std::io::IoSliceMut::new(&mut head)], &mut control, RecvFlags::CMSG_CLOEXEC)?;
+    let mut fds = Vec::new();
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = msg {
+            fds.extend(received);
+        }
+    }
+    if got.bytes == 0 {
+        return Ok(None);
+    }
+    let mut have = got.bytes;
+    while have < 4 {
+        let n = rustix::io::read(fd, &mut head[have..])?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        have += n;
+    }
+    let len = u32::from_le_bytes(head) as usize;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other("control frame too large"));
+    }
+    let mut body = vec![0u8; len];
+    let mut have = 0;
+    while have < len {
+        let n = rustix::io::read(fd, &mut body[have..])?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        have += n;
+    }
+    let value = serde_json::from_slice(&body).map_err(std::io::Error::other)?;
+    Ok(Some((value, fds)))
+}
+
+/// The control socket's server: a host thread that accepts the runtime's
+/// connections, and one more per connection, off the sentry's own paths.
+pub struct Server {
+    stop: OwnedFd,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl Server {
+    pub fn start(
+        kernel: Arc<Kernel>,
+        devpts: Arc<crate::tty::Devpts>,
+        uid: u32,
+        memory_limit: u64,
+        listener: OwnedFd,
+    ) -> Server {
+        use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
+        let stop = eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd");
+        let stop_wait = stop.try_clone().expect("dup eventfd");
+        let handle = std::thread::Builder::new()
+            .name("control-socket".into())
+            .spawn(move || {
+                loop {
+                    let mut fds = [PollFd::new(&stop_wait, PollFlags::IN), PollFd::new(&listener, PollFlags::IN)];
+                    if poll(&mut fds, None).is_err() {
+                        continue;
+                    }
+                    if !fds[0].revents().is_empty() {
+                        return;
+                    }
+                    let Ok(conn) = rustix::net::accept_with(&listener, rustix::net::SocketFlags::CLOEXEC) else {
+                        continue;
+                    };
+                    let (kernel, devpts) = (kernel.clone(), devpts.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("control-conn".into())
+                        .spawn(move || serve(&kernel, &devpts, uid, memory_limit, conn));
+                    if let Err(e) = spawned {
+                        tracing::debug!("control socket: no thread for a connection: {e}");
+                    }
+                }
+            })
+            .expect("spawn the control socket's thread");
+        Server { stop, handle }
+    }
+
+    pub fn stop(self) {
+        let _ = rustix::io::write(&self.stop, &1u64.to_ne_bytes());
+        let _ = self.handle.join();
+    }
+}
+
+/// Answers one connection's requests until it closes.
+fn serve(kernel: &Arc<Kernel>, devpts: &Arc<crate::tty::Devpts>, uid: u32, memory_limit: u64, conn: OwnedFd) {
+    use std::os::fd::AsFd;
+    let reply = |r: &Reply| send_frame(conn.as_fd(), r, &[]);
+    loop {
+        let (request, mut fds) = match receive_frame::<Request>(conn.as_fd()) {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!("control socket: {e}");
+                return;
+            }
+        };
+        let answered = match request {
+            Request::Exec { process, terminal } => {
+                let stdio = if terminal {
+                    match fds.pop() {
+                        Some(tty) => crate::sandbox::ProcessStdio::Terminal(tty),
+                        None => {
+                            let message = "an exec with a terminal needs its descriptor".into();
+                            let _ = reply(&Reply::Error { message, status: 125 });
+                            continue;
+                        }
+                    }
+                } else {
+                    let mut it = fds.drain(..);
+                    crate::sandbox::ProcessStdio::Files([it.next(), it.next(), it.next()])
+                };
+                match crate::sandbox::start_process(kernel, devpts, &process, stdio) {
+                    Ok(started) => {
+                        let pid = started.process.tgid;
+                        let _ = reply(&Reply::Started { pid });
+                        let status = started.wait(kernel);
+                        reply(&Reply::Exited { status: status.shell_code() })
+                    }
+                    Err(e) => reply(&Reply::Error { message: e.to_string(), status: e.exit_code() }),
+                }
+            }
+            Request::Ps => {
+                let mut pids = kernel.procs.lock().unwrap().pids();
+                pids.sort_unstable();
+                reply(&Reply::Ps { pids })
+            }
+            Request::Stats => {
+                let r = crate::profile::Resources::now(kernel);
+                let procs = kernel.procs.lock().unwrap();
+                reply(&Reply::Stats {
+                    memory_bytes: (r.frames_in_use + r.frames_charged) * 4096,
+                    memory_limit_bytes: memory_limit,
+                    pids: procs.task_count() as u64,
+                    pids_limit: procs.pids_limit().map(|n| n as u64),
+                })
+            }
+            Request::Signal { signal, all } => {
+                send(kernel, uid, signal, all);
+                reply(&Reply::Done)
+            }
+            Request::Shutdown => {
+                send(kernel, uid, linux_raw_sys::general::SIGKILL, false);
+                reply(&Reply::Done)
+            }
+        };
+        if answered.is_err() {
+            return;
+        }
+    }
+}

@@ -180,6 +180,10 @@ pub struct Sandbox {
     from_monitor: Option<OwnedFd>,
     /// The program's terminal, with `-t`.
     terminal: Option<Terminal>,
+    /// The sandbox's ptys, for the terminals of processes started later.
+    devpts: Arc<Devpts>,
+    /// Bytes of memory it may use.
+    memory: u64,
 }
 
 /// A sandbox pty wired to the caller's terminal.
@@ -311,6 +315,8 @@ impl Sandbox {
             outside_uid: config.creds.uid.real,
             from_monitor: None,
             terminal,
+            devpts,
+            memory: config.memory,
         })
     }
 
@@ -469,23 +475,7 @@ impl Sandbox {
             exit_code: None,
             last_trap: (0, 0, 0),
         };
-        let path = Self::find_program(&task, config)?;
-        let shown = String::from_utf8_lossy(&config.program).into_owned();
-        exec::exec(&mut task, &exec::ExecRequest::path(&path), config.args.clone(), config.env.clone()).map_err(
-            |e| match e {
-                LoadError::Lookup(FsError::NotFound) => {
-                    SandboxError::NotFound(format!("{shown}: No such file or directory"))
-                }
-                LoadError::Lookup(e) => {
-                    SandboxError::NotExecutable(format!("{shown}: {}", crate::errno::Errno::from(e).description()))
-                }
-                LoadError::NotExecutable => SandboxError::NotExecutable(format!("{shown}: Permission denied")),
-                LoadError::BadFormat => {
-                    SandboxError::NotExecutable(format!("{shown}: cannot execute binary file: Exec format error"))
-                }
-                e => SandboxError::NotExecutable(format!("{shown}: {e}")),
-            },
-        )?;
+        load_program(&mut task, &config.program, config.args.clone(), config.env.clone(), &config.creds)?;
         Ok((task, terminal))
     }
 
@@ -541,39 +531,6 @@ impl Sandbox {
         Ok(Terminal { master, input, output, sized_by })
     }
 
-    /// Finds the program as a shell would: a name with a slash is a path;
-    /// otherwise each directory of PATH is tried.
-    fn find_program(task: &Task, config: &SandboxConfig) -> Result<Vec<u8>, SandboxError> {
-        let prog = &config.program;
-        let shown = String::from_utf8_lossy(prog).into_owned();
-        if prog.is_empty() {
-            return Err(SandboxError::NotFound(": command not found".into()));
-        }
-        if prog.contains(&b'/') {
-            return Ok(prog.clone());
-        }
-        let path = env_value(&config.env, b"PATH").unwrap_or(DEFAULT_PATH);
-        let mut denied = false;
-        for dir in path.split(|b| *b == b':') {
-            let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
-            let mut cand = dir.to_vec();
-            cand.push(b'/');
-            cand.extend_from_slice(prog);
-            let found = task.with_resolver(|r| r.resolve(None, &cand, Lookup::FOLLOW));
-            if let Ok(d) = found {
-                if d.file_type() == FileType::Regular && d.inode.access(&config.creds, crate::fs::MAY_EXEC).is_ok() {
-                    return Ok(cand);
-                }
-                denied = true;
-            }
-        }
-        if denied {
-            Err(SandboxError::NotExecutable(format!("{shown}: Permission denied")))
-        } else {
-            Err(SandboxError::NotFound(format!("{shown}: command not found")))
-        }
-    }
-
     /// Takes the signals for the sandbox from cordon's monitor process,
     /// one byte (the signal's number) each, on `fd` (see
     /// [`crate::confine`]). Then only the signals a terminal sends are
@@ -595,12 +552,16 @@ impl Sandbox {
     /// processes (see [`crate::control`]): an OCI runtime's `start` and
     /// `kill`. A signal sent before the start is pending when the program
     /// starts, as for a process stopped before its first instruction.
-    pub fn run_controlled(self, control: OwnedFd) -> Outcome {
-        self.run_with(Some(control))
+    /// `socket`, a listening unix socket, is served for the requests of
+    /// [`crate::control::Request`]: processes started inside, the list of
+    /// processes, statistics, signals and shutdown.
+    pub fn run_controlled(self, control: OwnedFd, socket: OwnedFd) -> Outcome {
+        self.run_with(Some((control, socket)))
     }
 
-    fn run_with(self, control: Option<OwnedFd>) -> Outcome {
-        let Sandbox { kernel, init, profile, resources_at_start, outside_uid, from_monitor, terminal } = self;
+    fn run_with(self, control: Option<(OwnedFd, OwnedFd)>) -> Outcome {
+        let Sandbox { kernel, init, profile, resources_at_start, outside_uid, from_monitor, terminal, devpts, memory } =
+            self;
         let started = std::time::Instant::now();
         kernel.start_services();
         // Made here, after the sentry gave up its rights (host threads
@@ -619,7 +580,13 @@ impl Sandbox {
         });
         let forwarder = Forwarder::start(kernel.clone(), outside_uid, from_monitor, resize);
         let relay = terminal.map(|t| TerminalRelay::start(t.master, t.input, t.output));
-        let controller = control.map(|fd| crate::control::Controller::start(kernel.clone(), outside_uid, fd));
+        let (controller, server) = match control {
+            Some((fifo, socket)) => (
+                Some(crate::control::Controller::start(kernel.clone(), outside_uid, fifo)),
+                Some(crate::control::Server::start(kernel.clone(), devpts, outside_uid, memory, socket)),
+            ),
+            None => (None, None),
+        };
         let start = controller.as_ref().map(|c| c.start_gate());
         let init_kernel = kernel.clone();
         init_thread.start(move || {
@@ -640,6 +607,9 @@ impl Sandbox {
         forwarder.stop();
         if let Some(c) = controller {
             c.stop();
+        }
+        if let Some(s) = server {
+            s.stop();
         }
         if let Some(r) = relay {
             r.finish();
@@ -814,4 +784,248 @@ impl Forwarder {
         let _ = rustix::io::write(&self.stop, &1u64.to_ne_bytes());
         let _ = self.handle.join();
     }
+}
+
+/// Finds the program as a shell would: a name with a slash is a path;
+/// otherwise each directory of PATH (in `env`) is tried.
+fn find_program(task: &Task, prog: &[u8], env: &[Vec<u8>], creds: &Creds) -> Result<Vec<u8>, SandboxError> {
+    let shown = String::from_utf8_lossy(prog).into_owned();
+    if prog.is_empty() {
+        return Err(SandboxError::NotFound(": command not found".into()));
+    }
+    if prog.contains(&b'/') {
+        return Ok(prog.to_vec());
+    }
+    let path = env_value(env, b"PATH").unwrap_or(DEFAULT_PATH);
+    let mut denied = false;
+    for dir in path.split(|b| *b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let mut cand = dir.to_vec();
+        cand.push(b'/');
+        cand.extend_from_slice(prog);
+        let found = task.with_resolver(|r| r.resolve(None, &cand, Lookup::FOLLOW));
+        if let Ok(d) = found {
+            if d.file_type() == FileType::Regular && d.inode.access(creds, crate::fs::MAY_EXEC).is_ok() {
+                return Ok(cand);
+            }
+            denied = true;
+        }
+    }
+    if denied {
+        Err(SandboxError::NotExecutable(format!("{shown}: Permission denied")))
+    } else {
+        Err(SandboxError::NotFound(format!("{shown}: command not found")))
+    }
+}
+
+/// Loads `program` (found as a shell would) into `task`, with the errors a
+/// shell gives.
+fn load_program(
+    task: &mut Task,
+    program: &[u8],
+    args: Vec<Vec<u8>>,
+    env: Vec<Vec<u8>>,
+    creds: &Creds,
+) -> Result<(), SandboxError> {
+    let path = find_program(task, program, &env, creds)?;
+    let shown = String::from_utf8_lossy(program).into_owned();
+    exec::exec(task, &exec::ExecRequest::path(&path), args, env).map_err(|e| match e {
+        LoadError::Lookup(FsError::NotFound) => SandboxError::NotFound(format!("{shown}: No such file or directory")),
+        LoadError::Lookup(e) => {
+            SandboxError::NotExecutable(format!("{shown}: {}", crate::errno::Errno::from(e).description()))
+        }
+        LoadError::NotExecutable => SandboxError::NotExecutable(format!("{shown}: Permission denied")),
+        LoadError::BadFormat => {
+            SandboxError::NotExecutable(format!("{shown}: cannot execute binary file: Exec format error"))
+        }
+        e => SandboxError::NotExecutable(format!("{shown}: {e}")),
+    })
+}
+
+/// Where a process started in a running sandbox reads and writes.
+pub enum ProcessStdio {
+    /// Host descriptors that become its 0, 1 and 2 (None: closed).
+    Files([Option<OwnedFd>; 3]),
+    /// A terminal of the sandbox's own, relayed to this host terminal.
+    Terminal(OwnedFd),
+}
+
+/// A process started in a running sandbox, and its terminal's relay.
+pub struct StartedProcess {
+    pub process: Arc<ThreadGroup>,
+    relay: Option<TerminalRelay>,
+}
+
+impl StartedProcess {
+    /// Waits for the process to end, reaps it (it has no parent in the
+    /// sandbox: the runtime that started it is its parent, outside) and
+    /// returns how it ended.
+    pub fn wait(self, kernel: &Kernel) -> ExitStatus {
+        let waiter = crate::waiter::Waiter::new();
+        let status = {
+            let _r = self.process.thread_events.register(&waiter);
+            loop {
+                {
+                    let st = self.process.state.lock().unwrap();
+                    if st.zombie {
+                        break st.exit.expect("dead processes have a status");
+                    }
+                }
+                waiter.sleep(None);
+            }
+        };
+        kernel.procs.lock().unwrap().remove_process(self.process.tgid);
+        if let Some(r) = self.relay {
+            r.finish();
+        }
+        status
+    }
+}
+
+/// Starts a process in the running sandbox of `kernel`, as a runtime's
+/// exec joins a container: the sandbox's root, its own session, no parent
+/// inside. The identity, limits and directory are `spec`'s.
+pub fn start_process(
+    kernel: &Arc<Kernel>,
+    devpts: &Arc<Devpts>,
+    spec: &crate::control::ProcessSpec,
+    stdio: ProcessStdio,
+) -> Result<StartedProcess, SandboxError> {
+    use crate::auth::{Caps, Ids};
+    let setup = |e: String| SandboxError::Setup(e);
+    let [effective, permitted, inheritable, bounding, ambient] = spec.caps;
+    let creds = Creds {
+        uid: Ids::all(spec.uid),
+        gid: Ids::all(spec.gid),
+        groups: spec.groups.clone(),
+        caps: Caps { effective, permitted, inheritable, bounding, ambient },
+        securebits: 0,
+    };
+    let root = kernel.root.clone();
+    let cwd = {
+        let r = crate::fs::Resolver {
+            root: &root,
+            cwd: &root,
+            mounts: &kernel.mounts,
+            creds: &creds,
+            restrict: crate::fs::path::Restrict::empty(),
+        };
+        r.resolve(None, spec.cwd.as_bytes(), Lookup { follow: true, directory: true })
+            .map_err(|e| setup(format!("working directory {}: {e}", spec.cwd)))?
+    };
+    let fs = Arc::new(Mutex::new(FsContext { root: root.clone(), cwd, umask: spec.umask & 0o777 }));
+    let files = Arc::new(FdTable::new(1024));
+    let tid = kernel.allocate_tid();
+    let handlers = Arc::new(Mutex::new(SigHandlers::default()));
+    let tg = ThreadGroup::new(tid, handlers, 0, Default::default(), Arc::new(creds.clone()));
+    for (resource, cur, max) in &spec.rlimits {
+        if let Some(slot) = tg.rlimits.lock().unwrap().0.get_mut(*resource as usize) {
+            *slot = Rlimit { cur: *cur, max: *max };
+        }
+    }
+    let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
+    *shared.affinity.lock().unwrap() = all_cpus_mask(kernel.config.cpus);
+    shared.no_new_privs.store(spec.no_new_privs, std::sync::atomic::Ordering::Relaxed);
+    let relay = match stdio {
+        ProcessStdio::Files(fds) => {
+            for (fd, host) in fds.into_iter().enumerate() {
+                let Some(host) = host else { continue };
+                let flags = host_fd_flags(&host);
+                let f = OpenFile::new(Arc::new(HostStream::new(host)), None, flags);
+                files.install_at(fd as i32, f, false).map_err(|e| setup(e.to_string()))?;
+            }
+            None
+        }
+        ProcessStdio::Terminal(host) => {
+            let fail = |e: FsError| setup(format!("a terminal for the process: {e}"));
+            let master = devpts.open_master(creds.uid.fs).map_err(fail)?;
+            let pty = master.pty().clone();
+            pty.unlock();
+            let path = format!("/dev/pts/{}", pty.index());
+            let r = crate::fs::Resolver {
+                root: &root,
+                cwd: &root,
+                mounts: &kernel.mounts,
+                creds: &creds,
+                restrict: crate::fs::path::Restrict::empty(),
+            };
+            let dentry = r.resolve(None, path.as_bytes(), Lookup::FOLLOW).map_err(fail)?;
+            let slave = pty
+                .open_slave(&crate::fs::Context::kernel(Arc::new(creds.clone())), OpenFlags::NOCTTY, None)
+                .map_err(fail)?;
+            let file = OpenFile::new(slave, Some(dentry), OpenFlags::RDWR | OpenFlags::LARGEFILE);
+            for fd in 0..3 {
+                files.install_at(fd, file.clone(), false).map_err(|e| setup(e.to_string()))?;
+            }
+            if let Some(ws) = crate::terminal::window_size(&host) {
+                pty.set_window_size(ws);
+            }
+            pty.set_session(tid, tid);
+            let input = host.try_clone().map_err(|e| setup(e.to_string()))?;
+            Some(TerminalRelay::start(master, Some(input), host))
+        }
+    };
+    {
+        let mut tree = kernel.procs.lock().unwrap();
+        if tree.is_closed() {
+            return Err(setup("the sandbox is ending".into()));
+        }
+        if tree.at_pids_limit() {
+            return Err(setup("the sandbox is at its pids limit".into()));
+        }
+        tree.add_process(&tg, None, tid, tid);
+        tg.threads.lock().unwrap().push(shared.clone());
+        tree.add_thread(&shared);
+    }
+    let unlisted = || {
+        let mut tree = kernel.procs.lock().unwrap();
+        tree.remove_thread(tid);
+        tree.remove_process(tid);
+    };
+    let made = (|| -> Result<Task, SandboxError> {
+        let space = kernel.platform.new_address_space()?;
+        let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, 8 << 20));
+        let mut task = Task {
+            kernel: kernel.clone(),
+            shared,
+            tg: tg.clone(),
+            mm,
+            fs,
+            files,
+            regs: Registers::default(),
+            ctx: kernel.platform.new_context()?,
+            altstack: (0, 0, linux_raw_sys::general::SS_DISABLE),
+            clear_child_tid: 0,
+            robust_list: (0, 0),
+            restart: None,
+            restart_block: None,
+            vfork_done: None,
+            exit_code: None,
+            last_trap: (0, 0, 0),
+        };
+        let args: Vec<Vec<u8>> = spec.args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let env = spec.env.iter().map(|e| e.as_bytes().to_vec()).collect();
+        let program = args.first().cloned().unwrap_or_default();
+        load_program(&mut task, &program, args, env, &creds)?;
+        Ok(task)
+    })();
+    let task = match made {
+        Ok(t) => t,
+        Err(e) => {
+            unlisted();
+            if let Some(r) = relay {
+                r.finish();
+            }
+            return Err(e);
+        }
+    };
+    let thread = match kernel.new_task_thread(tid) {
+        Ok(t) => t,
+        Err(e) => {
+            unlisted();
+            return Err(setup(format!("a host thread for the process: {e}")));
+        }
+    };
+    thread.start(move || run_task(task));
+    Ok(StartedProcess { process: tg, relay })
 }

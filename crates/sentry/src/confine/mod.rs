@@ -160,6 +160,8 @@ pub struct Isolation {
     writable_binds: bool,
     /// What the sentry does on the host's network.
     network: HostNetwork,
+    /// The sentry serves a control socket (see `sentry::control`).
+    control_socket: bool,
     /// The sentry's own root was built: all it holds is read-only but the
     /// writable binds.
     private_root: bool,
@@ -244,6 +246,7 @@ pub fn isolate<T>(
         own_proc: false,
         writable_binds: binds.iter().any(|b| b.writable),
         network,
+        control_socket: false,
         private_root: false,
         from_monitor: Some(from_monitor),
     };
@@ -515,6 +518,12 @@ impl Isolation {
         self.from_monitor.as_ref().and_then(|fd| fd.try_clone().ok())
     }
 
+    /// The sentry will serve a control socket made before [`isolate`]: its
+    /// filter lets it accept connections and pass descriptors on them.
+    pub fn serve_control_socket(&mut self) {
+        self.control_socket = true;
+    }
+
     /// Takes every right the sentry no longer needs, for good: its new root,
     /// then its identity and capabilities, then `PR_SET_NO_NEW_PRIVS` and
     /// the seccomp filter. Must be called while the process has a single
@@ -525,7 +534,7 @@ impl Isolation {
         }
         self.drop_identity()?;
         rustix::thread::set_no_new_privs(true).map_err(failed("PR_SET_NO_NEW_PRIVS"))?;
-        seccomp::install(self.writable_binds, self.network)
+        seccomp::install(self.writable_binds, self.network, self.control_socket)
             .map_err(|e| ConfineError { what: "installing the seccomp filter", err: e })?;
         Ok(())
     }

@@ -188,6 +188,10 @@ const HOST_SOCKET_CALLS: &[libc::c_long] = &[
     libc::SYS_getpeername,
 ];
 
+/// Calls on the control socket's connections (`sentry::control`): its
+/// listener was made before the filter; requests bring descriptors.
+const CONTROL_SOCKET_CALLS: &[libc::c_long] = &[libc::SYS_accept4, libc::SYS_sendmsg, libc::SYS_recvmsg];
+
 /// Calls a sentry on the host's network makes besides: its own sockets,
 /// and the epoll of the thread that watches them.
 const HOST_NETWORK_CALLS: &[libc::c_long] = &[
@@ -234,7 +238,12 @@ fn arg(index: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64) -> Seccom
 /// The allow-list for a sentry whose process id (as it sees it) is
 /// `own_pid`, that changes host files if `host_writes`, and does
 /// `network` on the host's network.
-fn allow_list(own_pid: i32, host_writes: bool, network: HostNetwork) -> BTreeMap<i64, Vec<SeccompRule>> {
+fn allow_list(
+    own_pid: i32,
+    host_writes: bool,
+    network: HostNetwork,
+    control_socket: bool,
+) -> BTreeMap<i64, Vec<SeccompRule>> {
     use SeccompCmpArgLen::{Dword, Qword};
     let changes = if host_writes { HOST_FILE_CHANGES } else { &[] };
     let (sockets, own_sockets, socket_ioctls) = match network {
@@ -242,8 +251,15 @@ fn allow_list(own_pid: i32, host_writes: bool, network: HostNetwork) -> BTreeMap
         HostNetwork::Published => (HOST_SOCKET_CALLS, &[][..], &[][..]),
         HostNetwork::Host => (HOST_SOCKET_CALLS, HOST_NETWORK_CALLS, HOST_SOCKET_IOCTLS),
     };
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        ALLOWED.iter().chain(changes).chain(sockets).chain(own_sockets).map(|nr| (*nr, Vec::new())).collect();
+    let control = if control_socket { CONTROL_SOCKET_CALLS } else { &[] };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = ALLOWED
+        .iter()
+        .chain(changes)
+        .chain(sockets)
+        .chain(own_sockets)
+        .chain(control)
+        .map(|nr| (*nr, Vec::new()))
+        .collect();
     match network {
         HostNetwork::None => {}
         HostNetwork::Published => {
@@ -338,10 +354,12 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, mismatch: SeccompAction, matc
 
 /// Installs the filters on every thread of the sentry; `host_writes`: it
 /// serves a writable bind mount; `network`: what it does on the host's
-/// network. Needs PR_SET_NO_NEW_PRIVS (or CAP_SYS_ADMIN).
-pub fn install(host_writes: bool, network: HostNetwork) -> std::io::Result<()> {
+/// network; `control_socket`: it serves one. Needs PR_SET_NO_NEW_PRIVS (or
+/// CAP_SYS_ADMIN).
+pub fn install(host_writes: bool, network: HostNetwork, control_socket: bool) -> std::io::Result<()> {
     let own_pid = rustix::process::getpid().as_raw_nonzero().get();
-    let allow = compile(allow_list(own_pid, host_writes, network), SeccompAction::KillProcess, SeccompAction::Allow);
+    let rules = allow_list(own_pid, host_writes, network, control_socket);
+    let allow = compile(rules, SeccompAction::KillProcess, SeccompAction::Allow);
     let clone3 = compile(
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
         SeccompAction::Allow,

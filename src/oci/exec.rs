@@ -1,0 +1,219 @@
+//! `exec`, `ps` and `events --stats`: requests on a running container's
+//! control socket (see `sentry::control`).
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use oci_spec::runtime::Process;
+use sentry::control::{ProcessSpec, Reply, Request, receive_frame, send_frame};
+
+use super::state::{SOCKET, StateDir, Status};
+
+/// What `exec` is asked for besides the container.
+pub struct ExecOptions {
+    pub process: Option<PathBuf>,
+    pub terminal: bool,
+    pub console_socket: Option<PathBuf>,
+    pub detach: bool,
+    pub pid_file: Option<PathBuf>,
+    pub cwd: Option<String>,
+    pub env: Vec<String>,
+    pub user: Option<String>,
+    pub command: Vec<String>,
+}
+
+/// Connects to a running container's control socket.
+fn connect(sd: &StateDir) -> Result<UnixStream> {
+    let record = sd.load()?;
+    if sd.status(&record) != Status::Running {
+        bail!("container {} is not running", record.id);
+    }
+    UnixStream::connect(sd.path(SOCKET)).context("the container's control socket")
+}
+
+/// One request and its one answer.
+fn ask(sd: &StateDir, request: &Request) -> Result<Reply> {
+    let conn = connect(sd)?;
+    send_frame(conn.as_fd(), request, &[]).context("the container's control socket")?;
+    match receive_frame::<Reply>(conn.as_fd()).context("the container's control socket")? {
+        Some((Reply::Error { message, .. }, _)) => bail!("{message}"),
+        Some((reply, _)) => Ok(reply),
+        None => bail!("the container closed its control socket"),
+    }
+}
+
+/// The process to start: `--process FILE` whole, else the container's own
+/// `process` with the command and the flags in its place.
+fn process_spec(sd: &StateDir, opts: &ExecOptions) -> Result<(ProcessSpec, bool)> {
+    let process: Process = match &opts.process {
+        Some(path) => {
+            let text = std::fs::read(path).with_context(|| format!("--process {}", path.display()))?;
+            serde_json::from_slice(&text).with_context(|| format!("--process {}", path.display()))?
+        }
+        None => {
+            let record = sd.load()?;
+            let spec = super::spec::load(&record.bundle)?;
+            let mut p = spec.process().clone().context("config.json: process is required")?;
+            if opts.command.is_empty() {
+                bail!("exec: no command given");
+            }
+            p.set_args(Some(opts.command.clone()));
+            p.set_terminal(Some(opts.terminal));
+            p
+        }
+    };
+    let mut spec = super::spec::process(&process)?;
+    if let Some(cwd) = &opts.cwd {
+        spec.cwd = cwd.clone();
+    }
+    for e in &opts.env {
+        let name = e.split('=').next().unwrap_or("");
+        spec.env.retain(|x| x.split('=').next() != Some(name));
+        spec.env.push(e.clone());
+    }
+    if let Some(user) = &opts.user {
+        let (uid, gid) = user.split_once(':').unwrap_or((user, ""));
+        spec.uid = uid.parse().with_context(|| format!("--user {user}: a numeric uid[:gid]"))?;
+        if !gid.is_empty() {
+            spec.gid = gid.parse().with_context(|| format!("--user {user}: a numeric uid[:gid]"))?;
+        }
+    }
+    Ok((spec, process.terminal().unwrap_or(false) || opts.terminal))
+}
+
+/// Starts a process in the container; its exit status is the process's
+/// (with `--detach`, a child of cordon's waits for it and exits so, and
+/// the pid file names that child).
+pub fn exec(sd: &StateDir, opts: &ExecOptions) -> Result<ExitCode> {
+    let (spec, terminal) = process_spec(sd, opts)?;
+    let conn = connect(sd)?;
+    // The terminal's host side: a pty whose master goes to the console
+    // socket, or the caller's own terminal.
+    let mut raw_restore = None;
+    let console = match (terminal, &opts.console_socket) {
+        (true, Some(path)) => Some(super::container::console_pty(path, None)?),
+        (true, None) => {
+            if !rustix::termios::isatty(std::io::stdin()) {
+                bail!("exec with a terminal needs --console-socket or a terminal on stdin");
+            }
+            raw_restore = Some(raw(std::io::stdin().as_fd())?);
+            None
+        }
+        (false, _) => None,
+    };
+    let request = Request::Exec { process: spec, terminal };
+    use rustix::stdio::{stderr, stdin, stdout};
+    let stdio: Vec<BorrowedFd> = match &console {
+        Some(slave) => vec![slave.as_fd()],
+        None if terminal => vec![stdin()],
+        None => vec![stdin(), stdout(), stderr()],
+    };
+    // The sentry has its own copies now: the slave here would keep the
+    // terminal open after the process ends.
+    let sent = send_frame(conn.as_fd(), &request, &stdio).context("the container's control socket");
+    drop(stdio);
+    drop(console);
+    let outcome = (|| -> Result<ExitCode> {
+        sent?;
+        match receive_frame::<Reply>(conn.as_fd()).context("the container's control socket")? {
+            Some((Reply::Started { .. }, _)) => {}
+            Some((Reply::Error { message, status }, _)) => {
+                sentry::diag::line(format_args!("cordon: exec: {message}"));
+                return Ok(ExitCode::from(status as u8));
+            }
+            _ => bail!("the container closed its control socket"),
+        }
+        if opts.detach {
+            return detach(conn.into(), opts.pid_file.as_ref());
+        }
+        if let Some(path) = &opts.pid_file {
+            std::fs::write(path, std::process::id().to_string())
+                .with_context(|| format!("--pid-file {}", path.display()))?;
+        }
+        Ok(ExitCode::from(wait_exited(conn.as_fd())))
+    })();
+    if let Some(t) = raw_restore {
+        // SAFETY: puts back the terminal settings read before, on stdin.
+        unsafe { libc::tcsetattr(0, libc::TCSANOW, &t) };
+    }
+    outcome
+}
+
+/// Waits for the process's end on the connection; its status as a shell
+/// gives it (255 if the sandbox ended without saying).
+fn wait_exited(conn: BorrowedFd) -> u8 {
+    match receive_frame::<Reply>(conn) {
+        Ok(Some((Reply::Exited { status }, _))) => status as u8,
+        _ => 255,
+    }
+}
+
+/// Forks the process that stands for the exec'd one on the host: it waits
+/// for its end and exits with its status.
+fn detach(conn: OwnedFd, pid_file: Option<&PathBuf>) -> Result<ExitCode> {
+    // SAFETY: cordon has one thread here, so the child starts with a
+    // consistent copy.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error()).context("fork");
+    }
+    if pid == 0 {
+        let _ = rustix::process::setsid();
+        std::process::exit(wait_exited(conn.as_fd()).into());
+    }
+    if let Some(path) = pid_file {
+        std::fs::write(path, pid.to_string()).with_context(|| format!("--pid-file {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Puts the terminal `fd` in raw mode; returns its settings before.
+fn raw(fd: BorrowedFd) -> Result<libc::termios> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcgetattr fills a termios we own; cfmakeraw changes a copy,
+    // which tcsetattr reads.
+    unsafe {
+        let mut before: libc::termios = std::mem::zeroed();
+        if libc::tcgetattr(fd.as_raw_fd(), &mut before) != 0 {
+            return Err(std::io::Error::last_os_error()).context("the terminal");
+        }
+        let mut t = before;
+        libc::cfmakeraw(&mut t);
+        libc::tcsetattr(fd.as_raw_fd(), libc::TCSANOW, &t);
+        Ok(before)
+    }
+}
+
+/// The container's processes, by their pids inside.
+pub fn ps(sd: &StateDir, json: bool) -> Result<ExitCode> {
+    let Reply::Ps { pids } = ask(sd, &Request::Ps)? else { bail!("the container answered ps with something else") };
+    if json {
+        println!("{}", serde_json::to_string(&pids)?);
+    } else {
+        println!("PID");
+        for p in pids {
+            println!("{p}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `events --stats`: one stats event, as runc prints it.
+pub fn stats(sd: &StateDir, id: &str) -> Result<ExitCode> {
+    let Reply::Stats { memory_bytes, memory_limit_bytes, pids, pids_limit } = ask(sd, &Request::Stats)? else {
+        bail!("the container answered stats with something else")
+    };
+    let event = serde_json::json!({
+        "type": "stats",
+        "id": id,
+        "data": {
+            "memory": {"usage": {"usage": memory_bytes, "limit": memory_limit_bytes}},
+            "pids": {"current": pids, "limit": pids_limit.unwrap_or(0)},
+        },
+    });
+    println!("{event}");
+    Ok(ExitCode::SUCCESS)
+}
