@@ -218,22 +218,30 @@ const COMMANDS: &[&str] =
 /// Global options that only the runtime's command line has.
 const GLOBAL_FLAGS: &[&str] = &["--root", "--log-format", "--systemd-cgroup"];
 
+/// The runtime's global options that take a value.
+const GLOBAL_WITH_VALUE: &[&str] = &["--root", "--log", "--log-format", "--platform", "--kvm-device"];
+
 /// True if `argv` is the runtime's command line rather than `cordon run`'s
-/// or `cordon platforms`'.
+/// or `cordon platforms`': its command, after any global options, is one
+/// of the runtime's (`run` only with `--bundle` or a runtime-only global
+/// option, since `cordon run` without them runs a program).
 pub fn claims(argv: &[OsString]) -> bool {
     let args: Vec<&str> = argv.iter().skip(1).map(|a| a.to_str().unwrap_or("")).collect();
-    let Some(first) = args.first() else { return false };
-    if COMMANDS.contains(first) {
-        return true;
+    let mut i = 0;
+    let mut runtime_only = false;
+    while let Some(a) = args.get(i).filter(|a| a.starts_with("--")) {
+        let name = a.split('=').next().unwrap_or(a);
+        runtime_only |= GLOBAL_FLAGS.contains(&name);
+        i += if GLOBAL_WITH_VALUE.contains(&name) && !a.contains('=') { 2 } else { 1 };
     }
-    if GLOBAL_FLAGS.iter().any(|f| first == f || first.starts_with(&format!("{f}="))) {
-        return true;
+    match args.get(i) {
+        Some(command) if COMMANDS.contains(command) => true,
+        Some(&"run") => {
+            let mut before_program = args[i + 1..].iter().take_while(|a| **a != "--");
+            runtime_only || before_program.any(|a| *a == "--bundle" || *a == "-b" || a.starts_with("--bundle="))
+        }
+        _ => false,
     }
-    if *first == "run" {
-        let before_program = args.iter().skip(1).take_while(|a| **a != "--");
-        return before_program.clone().any(|a| *a == "--bundle" || *a == "-b" || a.starts_with("--bundle="));
-    }
-    false
 }
 
 pub fn main(argv: Vec<OsString>) -> ExitCode {
@@ -463,4 +471,32 @@ fn features() -> serde_json::Value {
             "dev.cordon.version": env!("CARGO_PKG_VERSION"),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claims;
+
+    fn argv(s: &str) -> Vec<std::ffi::OsString> {
+        std::iter::once("cordon").chain(s.split_whitespace()).map(Into::into).collect()
+    }
+
+    #[test]
+    fn the_runtime_claims_its_commands_only() {
+        for line in [
+            "create --bundle b id",
+            "--root /r --log /l --log-format json create --bundle b --pid-file p id",
+            "--platform trap state id",
+            "--root=/r kill id TERM",
+            "run --bundle b id",
+            "--root /r run id",
+            "--systemd-cgroup delete -f id",
+        ] {
+            assert!(claims(&argv(line)), "{line}");
+        }
+        for line in ["run -- true", "run --rootfs / -- sh -c x", "platforms", "--version", "", "run -- run --bundle x"]
+        {
+            assert!(!claims(&argv(line)), "{line}");
+        }
+    }
 }

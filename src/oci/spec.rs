@@ -67,7 +67,8 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
     }
     let hostname = match spec.hostname() {
         Some(h) if !h.is_empty() => crate::parse_hostname(h).map_err(|e| anyhow::anyhow!("hostname: {e}"))?,
-        _ => "cordon".to_string(),
+        // As runc leaves the UTS namespace's name: the host's.
+        _ => rustix::system::uname().nodename().to_string_lossy().into_owned(),
     };
     let linux = spec.linux().as_ref();
     let mut network = sentry::net::NetworkMode::Host;
