@@ -396,6 +396,12 @@ impl Platform for TrapPlatform {
         // Application code runs on the host CPU and reads the host's TSC.
         self.tsc.khz()
     }
+
+    fn cpu_number_in_tsc_aux(&self) -> bool {
+        // Linux keeps each CPU's number in its TSC_AUX wherever the CPU
+        // has RDTSCP, and application code runs on the host's CPUs.
+        crate::arch::has_rdtscp()
+    }
 }
 
 /// One stub process.
