@@ -317,7 +317,11 @@ static int list_dir(const char *dir, char **names, int max, int bufsize) {
     int n = 0, calls = 0;
     for (;;) {
         long r = syscall(SYS_getdents64, fd, buf, bufsize);
-        CHECK(r >= 0);
+        /* Counted only if it fails: how many entries a call returns, and
+           so how many calls a listing takes, is the file system's choice
+           (ext4 stops at its hash tree's blocks), not the ABI's. */
+        if (r < 0)
+            CHECK(r >= 0);
         if (r <= 0)
             break;
         calls++;
