@@ -453,6 +453,8 @@ impl Sandbox {
             vfork_done: None,
             exit_code: None,
             last_trap: (0, 0, 0),
+            orig_rax: 0,
+            stepping: false,
         };
         let path = Self::find_program(&task, config)?;
         let shown = String::from_utf8_lossy(&config.program).into_owned();
