@@ -243,7 +243,7 @@ fn traceme(task: &mut Task) -> SysResult {
 /// PTRACE_ATTACH (a SIGSTOP sent) and PTRACE_SEIZE (`data` the options).
 fn attach(task: &mut Task, pid: i32, seize: bool, addr: u64, data: u64) -> SysResult {
     if seize && (addr != 0 || data & !(options::ALL as u64) != 0) {
-        return Err(if addr != 0 { Errno::EIO } else { Errno::EINVAL }.into());
+        return Err(Errno::EIO.into());
     }
     let t = task.kernel.procs.lock().unwrap().thread(pid).ok_or(Errno::ESRCH)?;
     if Arc::ptr_eq(&t.tg, &task.tg) || t.is_killed() {

@@ -166,15 +166,18 @@ impl TaskShared {
     /// Makes `tracer` (thread `tracer_tid` of it) trace this task.
     pub fn attach(self: &Arc<Self>, tracer: &Arc<ThreadGroup>, tracer_tid: i32, seized: bool, options: u32) {
         {
+            // A task still on its way out of a stop of an earlier tracer
+            // keeps that stop's command and registers.
             let mut p = self.ptrace.lock().unwrap();
-            *p = PtraceState {
-                tracer: Some(tracer.clone()),
-                tracer_tid,
-                seized,
-                options,
-                debugregs: p.debugregs,
-                ..PtraceState::default()
-            };
+            p.tracer = Some(tracer.clone());
+            p.tracer_tid = tracer_tid;
+            p.seized = seized;
+            p.options = options;
+            p.mode = StepMode::Continue;
+            p.event_msg = 0;
+            p.group_stop_done = None;
+            p.exit_report = None;
+            p.parent_deferred = false;
         }
         tracer.tracees.lock().unwrap().push(self.clone());
     }
@@ -526,13 +529,14 @@ impl Task {
     }
 
     /// After a system call made while single-stepping, the step is over:
-    /// Linux reports it as a SIGTRAP at the instruction after the call.
+    /// Linux reports it at the instruction after the call, as a
+    /// breakpoint's SIGTRAP (TRAP_BRKPT), not a trace trap.
     pub fn ptrace_syscall_step(&mut self) {
         if self.stepping {
             let info = SigInfo {
                 signo: g::SIGTRAP,
                 errno: 0,
-                code: g::TRAP_TRACE as i32,
+                code: g::TRAP_BRKPT as i32,
                 fields: SigFields::Fault { addr: 0 },
             };
             self.force_signal(info, (0, platform::arch::vector::DEBUG as u64, 0));
