@@ -8,7 +8,6 @@
  * PTRACE_ATTACH to a process that is not the tracer's child, TracerPid,
  * detaching by the tracer's exit, and the errors. What the tracer sees is
  * printed, so the sandbox must see what Linux shows. */
-#define _GNU_SOURCE
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
