@@ -75,10 +75,11 @@ fn calls_by_process(trace: &str) -> Vec<Vec<String>> {
         let forked = ["clone(", "clone3(", "fork(", "vfork(", "<... clone resumed>", "<... clone3 resumed>"]
             .iter()
             .any(|p| rest.starts_with(p));
-        if forked && let Some(child) = rest.rsplit_once("= ").map(|(_, r)| r.trim()) {
-            if child.bytes().all(|b| b.is_ascii_digit()) {
-                children.push(child.to_string());
-            }
+        if forked
+            && let Some(child) = rest.rsplit_once("= ").map(|(_, r)| r.trim())
+            && child.bytes().all(|b| b.is_ascii_digit())
+        {
+            children.push(child.to_string());
         }
     }
     // Lines without a prefix are the first process's.

@@ -270,7 +270,7 @@ fn attach(task: &mut Task, pid: i32, seize: bool, addr: u64, data: u64) -> SysRe
 
 fn peek_user(p: &PtraceState, off: u64) -> Result<u64, SysError> {
     let off = off as usize;
-    if off % 8 != 0 || off >= regs::USER_SIZE {
+    if !off.is_multiple_of(8) || off >= regs::USER_SIZE {
         return Err(Errno::EIO.into());
     }
     if off < regs::USER_REGS_SIZE {
@@ -284,7 +284,7 @@ fn peek_user(p: &PtraceState, off: u64) -> Result<u64, SysError> {
 
 fn poke_user(p: &mut PtraceState, off: u64, v: u64) -> SysResult {
     let off = off as usize;
-    if off % 8 != 0 || off >= regs::USER_SIZE {
+    if !off.is_multiple_of(8) || off >= regs::USER_SIZE {
         return Err(Errno::EIO.into());
     }
     if off < regs::USER_REGS_SIZE {

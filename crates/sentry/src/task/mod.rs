@@ -434,6 +434,9 @@ pub struct GroupState {
     pub child_subreaper: bool,
     /// PR_SET_DUMPABLE 0 (reset by execve).
     pub undumpable: bool,
+    /// SIGKILL came, even after the process began to exit otherwise: it
+    /// ends a tracee's stop on the way out.
+    pub sigkilled: bool,
 }
 
 impl GroupState {

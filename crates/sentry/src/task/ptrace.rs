@@ -327,7 +327,7 @@ impl Task {
 
     /// True if the process is dying of SIGKILL.
     fn sigkilled(&self) -> bool {
-        matches!(self.tg.state.lock().unwrap().exit, Some(ExitStatus::Signaled { signal: g::SIGKILL, .. }))
+        self.tg.state.lock().unwrap().sigkilled
     }
 
     /// The SIGTRAP siginfo Linux's ptrace_notify gives an event or syscall

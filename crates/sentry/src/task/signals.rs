@@ -64,6 +64,7 @@ pub fn group_exit(tg: &ThreadGroup, status: ExitStatus) {
         if st.exit.is_none() {
             st.exit = Some(status);
         }
+        st.sigkilled |= matches!(status, ExitStatus::Signaled { signal: g::SIGKILL, .. });
     }
     for t in tg.threads.lock().unwrap().iter() {
         t.kill();
