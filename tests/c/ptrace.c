@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/personality.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -345,6 +346,20 @@ static void attach(void) {
     show("target", wait_for(target));
 }
 
+/* What gdb asks before it runs a program: no address randomization, kept
+ * across fork. */
+static void no_randomization(void) {
+    int old = personality(0xffffffff);
+    CHECK(old == 0);
+    CHECK(personality(ADDR_NO_RANDOMIZE) == old);
+    CHECK(personality(0xffffffff) == (old | ADDR_NO_RANDOMIZE));
+    pid_t pid = fork();
+    if (pid == 0) _exit(personality(0xffffffff) == (old | ADDR_NO_RANDOMIZE) ? 0 : 1);
+    int status = wait_for(pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(personality(old) == (old | ADDR_NO_RANDOMIZE));
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "exit7") == 0) return 7;
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -356,5 +371,6 @@ int main(int argc, char **argv) {
     signals();
     seize();
     attach();
+    no_randomization();
     return done();
 }
