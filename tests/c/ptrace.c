@@ -247,6 +247,24 @@ static void events(const char *self) {
     }
 }
 
+/* Without PTRACE_O_TRACEEXEC, an exec of a tracee that was not seized
+ * stops it with a SIGTRAP after the call. */
+static void exec_sigtrap(const char *self) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) _exit(100);
+        execl(self, self, "exit7", (char *)NULL);
+        _exit(99);
+    }
+    int status = wait_for(pid);
+    show("exec", status);
+    siginfo_t si;
+    CHECK_OK(ptrace(PTRACE_GETSIGINFO, pid, 0, &si));
+    CHECK(si.si_signo == SIGTRAP && si.si_code == SI_USER);
+    CHECK_OK(ptrace(PTRACE_CONT, pid, 0, 0));
+    show("exec end", wait_for(pid));
+}
+
 /* The tracer replaces one signal with another, and suppresses one. */
 static void signals(void) {
     pid_t pid = fork();
@@ -368,6 +386,7 @@ int main(int argc, char **argv) {
     syscall_stops();
     breakpoint_and_steps();
     events(argv[0]);
+    exec_sigtrap(argv[0]);
     signals();
     seize();
     attach();

@@ -254,8 +254,9 @@ fn attach(task: &mut Task, pid: i32, seize: bool, addr: u64, data: u64) -> SysRe
         return Err(Errno::EPERM.into());
     }
     t.attach(&task.tg, task.tid(), seize, if seize { data as u32 } else { 0 });
-    if let Some(v) = t.tg.view.lock().unwrap().as_ref() {
-        v.mm.stop_rewriting();
+    let mm = t.tg.view.lock().unwrap().as_ref().map(|v| v.mm.clone());
+    if let Some(mm) = mm {
+        mm.stop_rewriting();
     }
     if !seize {
         let info = SigInfo::user(g::SIGSTOP, crate::signal::code::SI_USER, task.tg.tgid, task.tg.creds().uid.real);
