@@ -48,7 +48,6 @@ fn both(program: &str, args: &[&str], what: &str) -> (Output, Output) {
 fn calls_by_process(trace: &str) -> Vec<Vec<String>> {
     let mut calls: Vec<(String, String)> = Vec::new();
     let mut children: Vec<String> = Vec::new();
-    let mut first: Option<String> = None;
     for line in trace.lines() {
         // "[pid  N] " once several processes are traced; none before.
         let (pid, rest) = match line.strip_prefix("[pid") {
@@ -63,9 +62,6 @@ fn calls_by_process(trace: &str) -> Vec<Vec<String>> {
         if let Some(end) = name_end {
             let name = &rest[..end];
             if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                if !pid.is_empty() && first.is_none() && !children.contains(&pid) {
-                    first = Some(pid.clone());
-                }
                 if !matches!(name, "wait4" | "rt_sigreturn") {
                     calls.push((pid.clone(), name.to_string()));
                 }
@@ -82,8 +78,10 @@ fn calls_by_process(trace: &str) -> Vec<Vec<String>> {
             children.push(child.to_string());
         }
     }
-    // Lines without a prefix are the first process's.
-    let first = first.unwrap_or_default();
+    // Lines without a prefix are the first process's: the one no fork
+    // returned (a child may print before its parent's fork returns).
+    let first =
+        calls.iter().map(|(p, _)| p).find(|p| !p.is_empty() && !children.contains(p)).cloned().unwrap_or_default();
     let mut by_pid: HashMap<String, Vec<String>> = HashMap::new();
     for (pid, name) in calls {
         let pid = if pid.is_empty() { first.clone() } else { pid };
