@@ -61,10 +61,11 @@ fn calls_by_process(trace: &str) -> Vec<Vec<String>> {
         let name_end = if resumed { None } else { rest.find('(') };
         if let Some(end) = name_end {
             let name = &rest[..end];
-            if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                if !matches!(name, "wait4" | "rt_sigreturn") {
-                    calls.push((pid.clone(), name.to_string()));
-                }
+            if !name.is_empty()
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && !matches!(name, "wait4" | "rt_sigreturn")
+            {
+                calls.push((pid.clone(), name.to_string()));
             }
         }
         // A fork's result, whether printed whole or resumed.
