@@ -271,6 +271,13 @@ impl Task {
     /// resumes it, detaches, or the task is killed. `None` if it is not
     /// traced (or no longer is, or was killed).
     fn ptrace_stop(&mut self, status: i32, info: SigInfo, syscall: SyscallStop, exiting: bool) -> Option<Resume> {
+        // A task on its way out stops no more (but for the exit event,
+        // which only SIGKILL prevents): its tracer must never see a stop
+        // it does not stay in, as after exit_group's entry.
+        let doomed = |t: &Task| if exiting { t.sigkilled() } else { t.shared.is_killed() };
+        if doomed(self) {
+            return None;
+        }
         let tracer = {
             let mut p = self.shared.ptrace.lock().unwrap();
             let tracer = p.tracer.clone()?;
@@ -301,8 +308,7 @@ impl Task {
             }
             // A stop on the way out waits even though the task is marked
             // to exit; only SIGKILL ends it.
-            let killed = if exiting { self.sigkilled() } else { shared.is_killed() };
-            if killed {
+            if doomed(self) {
                 break None;
             }
             shared.waiter.sleep(None);
