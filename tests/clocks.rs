@@ -53,3 +53,30 @@ fn the_vdso_answers_clock_reads_itself() {
     // 1000 rounds of two raw reads; a vDSO falling back would add 1000.
     assert_eq!(calls, Some(2000), "clock_gettime syscalls on {}", common::platform());
 }
+
+/// getcpu through the vDSO makes no syscall where the CPU's number is in
+/// TSC_AUX (every CPU with RDTSCP: Linux sets it, and the kvm platform
+/// sets each vCPU's): of clocks.c's 100 rounds of two vDSO calls and one
+/// raw call, only the raw calls reach the sentry.
+#[test]
+fn the_vdso_answers_getcpu_itself() {
+    require_kvm!();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if !cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "rdtscp")) {
+        eprintln!("skipping: the host CPU has no RDTSCP");
+        return;
+    }
+    let prog = common::c_program("clocks", "static");
+    let out = common::sandbox(&["--profile=json"], prog.to_str().unwrap(), &[], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&stderr)
+        .unwrap_or_else(|e| panic!("--profile=json did not print one JSON document ({e}):\n{stderr}"));
+    let calls = json["syscalls"]
+        .as_array()
+        .expect("syscalls is a list")
+        .iter()
+        .find(|s| s["name"] == "getcpu")
+        .and_then(|s| s["count"].as_u64());
+    assert_eq!(calls, Some(100), "getcpu syscalls on {}", common::platform());
+}

@@ -1,6 +1,6 @@
 //! How a sandbox ends, whatever happens on the way: when its first process
-//! exits while others fork, when cordon's stderr is closed under it, and
-//! when the sentry itself has a bug.
+//! exits while others fork, when cordon's stderr is closed under it, when
+//! cordon is killed outright, and when the sentry itself has a bug.
 
 mod common;
 
@@ -145,5 +145,56 @@ fn the_test_bug_is_out_of_reach_in_normal_runs() {
         assert_eq!(native.status.code(), Some(0), "natively: {}", String::from_utf8_lossy(&native.stderr));
         let (sandboxed, _) = run_sentry_bug(variant, false);
         common::assert_same(&format!("sentry_bug-{variant}"), &sandboxed, &native);
+    }
+}
+
+/// Every process below `pid` on the host (children, theirs, ...).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for c in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                found.push(c);
+                todo.push(c);
+            }
+        }
+    }
+    found
+}
+
+/// True while `pid` is a process that has not ended (a zombie has).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with(|c| c != 'Z' && c != 'X')))
+        .unwrap_or(false)
+}
+
+/// cordon killed with SIGKILL while its program spins in its own code,
+/// making no system call: the sentry, the processes it started (the trap
+/// platform's stubs and their factory) and the program all end with it,
+/// holding no CPU nor memory of the host's after it.
+#[test]
+fn a_killed_cordon_leaves_nothing_running() {
+    require_kvm!();
+    let mut child = common::spawn_cordon(&["/bin/sh", "-c", "echo ready; while :; do :; done"]);
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("piped stdout")).read_line(&mut line).expect("read");
+    assert_eq!(line, "ready\n", "the program did not start");
+    let below = descendants(child.id());
+    assert!(!below.is_empty(), "cordon started no process");
+    child.kill().expect("SIGKILL cordon");
+    child.wait().expect("reap cordon");
+    let start = std::time::Instant::now();
+    loop {
+        let left: Vec<u32> = below.iter().copied().filter(|p| alive(*p)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < HANG, "processes left running after cordon was killed: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -46,18 +46,6 @@ c_tests! {
     rewrite_sites,
 }
 
-/// Signals to threads that loop through system calls, 300 each. On the
-/// trap platform a stub dies now and then when several of these run at
-/// once on a loaded host (with or without rewritten sites); until that is
-/// found it runs by hand: `cargo test --release --test processes --
-/// --ignored rewrite_sites_signals`.
-#[test]
-#[ignore = "trap: a stub dies under load; run by hand"]
-fn rewrite_sites_signals() {
-    require_kvm!();
-    common::c_test("rewrite_sites", &["signals"]);
-}
-
 /// SIGBUS past the end of a file mapping, wherever the fault falls.
 #[test]
 fn sig_bus() {

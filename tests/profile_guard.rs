@@ -133,10 +133,18 @@ fn exit_and_fault_counts_match_expectations() {
     assert!(sys <= 3, "2000 getpid calls took {sys} syscall exits");
     assert!(sites >= 1, "the getpid loop rewrote no site");
     if common::platform() == "trap" {
-        // Calls other than the fast paths take the cell's plain syscall
-        // for now (see the trap platform's trampoline).
-        for (case, c) in &measured {
-            assert_eq!(c.rewritten_calls, 0, "case {case:?}: calls reached the sentry through the trampoline");
+        for (case, c) in measured.iter().filter(|(case, _)| !case.starts_with("signals")) {
+            // Once rewritten a site no longer traps: most calls come
+            // through the trampoline (rt_sigreturn's site is not of the
+            // rewritten form, so every handled signal traps once).
+            assert!(c.rewritten_sites > 0, "case {case:?}: no site rewritten");
+            assert!(
+                c.syscall_exits - c.rewritten_calls <= c.rewritten_sites + 12,
+                "case {case:?}: {} of {} syscall exits trapped with {} sites rewritten",
+                c.syscall_exits - c.rewritten_calls,
+                c.syscall_exits,
+                c.rewritten_sites
+            );
         }
     } else {
         // Only sites of calls the guest's trampoline answers are

@@ -1,5 +1,6 @@
-//! Stress: 1,000 fork + exec + wait of /bin/true, and 100,000 round trips
-//! between two threads over a pipe, in the sandbox; each must complete
+//! Stress: 1,000 fork + exec + wait of /bin/true, 100,000 round trips
+//! between two threads over a pipe, and 10,000 signals to a thread busy
+//! with system calls, in the sandbox; each must complete
 //! without error and without a leak. While they run, the cordon process is
 //! watched from the host: its thread count must stay bounded (a task thread
 //! that is not released when its task ends would pile up) and its memory
@@ -174,6 +175,18 @@ fn pipe_ping_pong_between_two_threads() {
     check(&w, "100000 round trips");
     let one = watch(p.to_str().unwrap(), &["1"], Duration::from_secs(60));
     check_released(&w, &one);
+}
+
+/// 10,000 signals to a thread that loops through system calls, each sent
+/// as soon as the one before is handled: a signal that arrives while the
+/// thread is unblocking it must not be lost (the sender would wait for it
+/// for good).
+#[test]
+fn signals_to_a_thread_leaving_its_handler() {
+    require_kvm!();
+    let p = common::c_program("stress_signals", "static");
+    let w = watch(p.to_str().unwrap(), &["10000"], Duration::from_secs(600));
+    check(&w, "10000 signals handled");
 }
 
 /// Pipelines of short-lived processes whose output is checked byte for

@@ -1,7 +1,8 @@
 /* Clocks as programs read them: through the vDSO (libc's clock_gettime,
  * gettimeofday, time) and by raw syscall. The two must agree in order, the
  * clocks must never go backwards, not across threads nor into a child, and
- * sleeps measured on them must last at least as long as asked. */
+ * sleeps measured on them must last at least as long as asked. The vDSO's
+ * getcpu answers a CPU the process may run on, as the syscall does. */
 #include <elf.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -149,8 +150,54 @@ static void sleeps_last_long_enough(void) {
     }
 }
 
+/* A symbol of the vDSO, found through its section headers (the vDSO is
+ * mapped whole). */
+static void *vdso_symbol(const char *name) {
+    const char *base = (const char *)getauxval(AT_SYSINFO_EHDR);
+    if (!base)
+        return NULL;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(base + eh->e_shoff);
+    uint64_t load = 0;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(base + eh->e_phoff);
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD) {
+            load = ph[i].p_vaddr - ph[i].p_offset;
+            break;
+        }
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_DYNSYM)
+            continue;
+        const Elf64_Sym *sym = (const Elf64_Sym *)(base + sh[i].sh_offset);
+        const char *names = base + sh[sh[i].sh_link].sh_offset;
+        for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++)
+            if (sym[k].st_shndx != SHN_UNDEF && strcmp(names + sym[k].st_name, name) == 0)
+                return (void *)(base + sym[k].st_value - load);
+    }
+    return NULL;
+}
+
+static void getcpu_through_vdso(void) {
+    long (*vdso_getcpu)(unsigned *, unsigned *, void *) = vdso_symbol("__vdso_getcpu");
+    CHECK(vdso_getcpu != NULL);
+    if (!vdso_getcpu)
+        return;
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    for (int i = 0; i < 100; i++) {
+        unsigned cpu = ~0u, node = ~0u, by_call = ~0u;
+        CHECK(vdso_getcpu(&cpu, &node, NULL) == 0);
+        CHECK(cpu < (unsigned)cpus);
+        CHECK(node < 1024);
+        CHECK(vdso_getcpu(NULL, NULL, NULL) == 0);
+        CHECK_OK(syscall(SYS_getcpu, &by_call, NULL, NULL));
+        CHECK(by_call < (unsigned)cpus);
+    }
+    printf("getcpu through the vDSO and by syscall name CPUs below %s\n", "_SC_NPROCESSORS_CONF");
+}
+
 int main(void) {
     vdso_is_mapped();
+    getcpu_through_vdso();
     vdso_and_syscall_agree();
     monotonic_across_threads();
     monotonic_into_child();

@@ -397,15 +397,10 @@ static void vfork_child_is_itself(void) {
     printf("a vfork child's calls through its parent's sites answer for the child\n");
 }
 
-int main(int argc, char **argv) {
-    /* Signals to threads looping through system calls: its own run (see
-     * tests/processes.rs, rewrite_sites_signals). */
-    if (argc > 1 && strcmp(argv[1], "signals") == 0) {
-        signals_reach_threads_in_calls();
-        return done();
-    }
+int main(void) {
     threads_race_through_fresh_sites();
     calls_preserve_what_a_syscall_preserves();
+    signals_reach_threads_in_calls();
     own_gs_base();
     restarted_calls_through_rewritten_sites();
     jit_code();

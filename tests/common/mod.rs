@@ -21,7 +21,7 @@ pub fn platform() -> String {
 /// A C test program built by build.rs; `variant` is "static",
 /// "static-pie" or "dynamic".
 pub fn c_program(name: &str, variant: &str) -> PathBuf {
-    let p = Path::new(env!("OUT_DIR")).join("c").join(format!("{name}-{variant}"));
+    let p = Path::new(test_programs::DIR).join(format!("{name}-{variant}"));
     assert!(p.exists(), "test program {} was not built", p.display());
     p
 }

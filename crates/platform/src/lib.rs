@@ -145,6 +145,12 @@ pub trait Platform: Send + Sync {
     /// the host's TSC value, ticking at `khz`: the sandbox's clock page can
     /// then be read without a syscall. `None` once that cannot be promised.
     fn guest_tsc_khz(&self) -> Option<u64>;
+    /// True if `rdtscp` in application code reads, in its TSC_AUX, the
+    /// number of a CPU running that code (and the NUMA node from bit 12
+    /// up), as Linux sets it: the vDSO then answers getcpu itself.
+    fn cpu_number_in_tsc_aux(&self) -> bool {
+        false
+    }
     /// How rewritten system call sites reach this platform's trampoline
     /// ([`arch::rewrite`]), or `None` if it gains nothing from them and
     /// sites are left as they are.

@@ -234,7 +234,9 @@ impl Sandbox {
             clock_ticks: 100,
             vdso: None,
         };
-        let clock = Clock::new(mf.clone(), platform.clone()).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        let cpus = config.cpus.map_or_else(crate::task::host_cpus, |n| n as usize);
+        let clock =
+            Clock::new(mf.clone(), platform.clone(), cpus as u32).map_err(|e| SandboxError::Setup(e.to_string()))?;
         // adjtimex reports it; the confined sentry may not ask.
         crate::syscalls::capture_host_clock_state();
         let facts = AuxFacts {

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -103,6 +103,9 @@ pub(crate) struct Shared {
     /// Counts exits from the guest, to order holders by their last one.
     pub(crate) exit_sequence: AtomicU64,
     next_vcpu: Mutex<u32>,
+    /// The CPUs the sandbox says it has: vCPU `i` calls itself CPU
+    /// `i % numbered_cpus` (the pool may hold more vCPUs than that).
+    numbered_cpus: AtomicU32,
     quarantine: Mutex<Vec<Frame>>,
     table_frames: AtomicU64,
     vcpus_created: AtomicU64,
@@ -170,8 +173,26 @@ impl Shared {
         xcrs.xcrs[0].value = self.xcr0;
         fd.set_xcrs(&xcrs).map_err(|e| PlatformError::kvm("set XCR0", e))?;
         self.align_tsc(&fd);
+        let number = index % self.numbered_cpus.load(Ordering::Relaxed).max(1);
         let mut v = Vcpu::new(fd, area);
         v.set_lstar(lstar)?;
+        if crate::arch::has_rdtscp() {
+            // rdtscp then tells application code which vCPU runs it, as
+            // Linux's TSC_AUX tells which CPU: the vDSO's getcpu reads it.
+            // (KVM may leave RDTSCP out of the CPUID it offers, as under
+            // PVM, where guest code runs it all the same.)
+            let aux = Msrs::from_entries(&[kvm_msr_entry {
+                index: cpu::MSR_TSC_AUX,
+                data: number as u64,
+                ..Default::default()
+            }])
+            .expect("one entry");
+            match v.fd.set_msrs(&aux) {
+                Ok(1) => {}
+                Ok(_) => return Err(PlatformError::Unavailable("KVM refused TSC_AUX".into())),
+                Err(e) => return Err(PlatformError::kvm("set TSC_AUX", e)),
+            }
+        }
         v.fd.set_sync_valid_reg(SyncReg::Register);
         // Page faults need CR2; having KVM store the system registers on
         // every exit measured no dearer than not, and saves an ioctl per
@@ -508,6 +529,9 @@ impl KvmPlatform {
             cpuid,
             xcr0,
             max_vcpus,
+            numbered_cpus: AtomicU32::new(
+                std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1).min(max_vcpus),
+            ),
             pool: Mutex::new(Pool {
                 free: Vec::new(),
                 created: 0,
@@ -535,6 +559,7 @@ impl KvmPlatform {
     /// Limits the vCPUs application code runs on at once (at least 1).
     pub fn set_vcpu_limit(&self, n: u32) {
         self.shared.lock_pool().limit = n.clamp(1, self.shared.max_vcpus);
+        self.shared.numbered_cpus.store(n.clamp(1, self.shared.max_vcpus), Ordering::Relaxed);
     }
 
     /// True if `syscall` stays at CPL 3 on this host (PVM).
@@ -620,5 +645,12 @@ impl Platform for KvmPlatform {
         let s = &self.shared;
         let khz = s.tsc_khz.load(Ordering::Relaxed);
         (khz > 0 && !s.tsc_mismatch.load(Ordering::Relaxed)).then_some(khz)
+    }
+
+    fn cpu_number_in_tsc_aux(&self) -> bool {
+        // Every vCPU's TSC_AUX is its number (see create_vcpu); where the
+        // guest reads the host's instead (PVM runs guest user code with
+        // the host's), that is the number of the host CPU running it.
+        crate::arch::has_rdtscp()
     }
 }

@@ -23,8 +23,13 @@ const F_DEAD: usize = 1024;
 /// One word per slot: the highest thread area the sentry handed out
 /// (written by the sentry only).
 const F_HIGH: usize = 2048;
-const _: () =
-    assert!(F_DEAD + MAX_STUBS <= F_HIGH && F_HIGH + 4 * MAX_STUBS <= 4096, "the factory page holds every slot");
+/// One word per slot: how the stub there ended, as `waitpid` told the
+/// factory, plus one (0 while it lives; written by the factory only).
+const F_STATUS: usize = 4096;
+const _: () = assert!(
+    F_DEAD + MAX_STUBS <= F_HIGH && F_HIGH + 4 * MAX_STUBS <= F_STATUS && F_STATUS + 4 * MAX_STUBS <= 8192,
+    "the factory's pages hold every slot"
+);
 
 /// Offset of slot `n` in the control file.
 pub(crate) fn slot_offset(n: usize) -> u64 {
@@ -66,6 +71,18 @@ impl FactoryPage {
             futex_wait(w, seq);
         }
         word(self.0, F_REPLY_PID).load(Ordering::Acquire) as i32
+    }
+    /// Records how the stub of `slot` ended (a `waitpid` status), or
+    /// clears the record for a new stub.
+    pub(crate) fn set_wait_status(&self, slot: usize, status: Option<i32>) {
+        word(self.0, F_STATUS + 4 * slot).store(status.map_or(0, |s| s as u32 + 1), Ordering::Release)
+    }
+    /// How the stub of `slot` ended, once the factory reaped it.
+    pub(crate) fn wait_status(&self, slot: usize) -> Option<i32> {
+        match word(self.0, F_STATUS + 4 * slot).load(Ordering::Acquire) {
+            0 => None,
+            s => Some(s.wrapping_sub(1) as i32),
+        }
     }
     pub(crate) fn set_dead(&self, slot: usize, dead: bool) {
         // SAFETY: as in `word`; one byte per slot inside the factory page.

@@ -103,6 +103,7 @@ fn factory_main(fds: &FactoryFds, acks: &[RawFd], base: *mut u8, plan: &StubPlan
                 let slot = page.request_slot() as usize;
                 let pid = if slot < control::MAX_STUBS {
                     page.set_dead(slot, false);
+                    page.set_wait_status(slot, None);
                     let pid = libc::fork();
                     if pid == 0 {
                         stub_main(fds, acks[slot], slot, plan);
@@ -124,12 +125,14 @@ fn factory_main(fds: &FactoryFds, acks: &[RawFd], base: *mut u8, plan: &StubPlan
                     size_of::<libc::signalfd_siginfo>(),
                 );
                 loop {
-                    let pid = libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG);
+                    let mut status = 0;
+                    let pid = libc::waitpid(-1, &mut status, libc::WNOHANG);
                     if pid <= 0 {
                         break;
                     }
                     if let Some(slot) = pids.iter().position(|p| *p == pid) {
                         pids[slot] = 0;
+                        page.set_wait_status(slot, Some(status));
                         page.set_dead(slot, true);
                         control::wake_all_threads(base, slot);
                         raw_write_u64(acks[slot], 1);

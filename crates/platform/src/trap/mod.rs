@@ -389,20 +389,18 @@ impl Platform for TrapPlatform {
     fn release_cached(&self) {}
 
     fn syscall_trampoline(&self) -> Option<crate::Trampoline> {
-        // Only the fast paths' sites for now: the trampoline does not
-        // post other calls yet (see its code), so their sites would gain
-        // nothing.
-        Some(crate::Trampoline {
-            entry: stub::trampoline().entry,
-            code: None,
-            answers_in_table: false,
-            only: Some(&crate::FAST_PATH_SYSCALLS),
-        })
+        Some(crate::Trampoline { entry: stub::trampoline().entry, code: None, answers_in_table: false, only: None })
     }
 
     fn guest_tsc_khz(&self) -> Option<u64> {
         // Application code runs on the host CPU and reads the host's TSC.
         self.tsc.khz()
+    }
+
+    fn cpu_number_in_tsc_aux(&self) -> bool {
+        // Linux keeps each CPU's number in its TSC_AUX wherever the CPU
+        // has RDTSCP, and application code runs on the host's CPUs.
+        crate::arch::has_rdtscp()
     }
 }
 
@@ -703,6 +701,29 @@ const FPX_SW: usize = 464;
 const FPX_SW_END: usize = 512;
 
 impl StubThread {
+    /// The failure of a thread that is gone: its whole stub, if the
+    /// factory saw that end (an application cannot end its stub by any
+    /// call or fault: such an end is the platform's fault, and says how).
+    fn gone(&self) -> PlatformError {
+        let page = self.stub.shared.page();
+        // The kernel clears the thread's word before the factory reaps the
+        // process: give the factory a moment to say how it ended.
+        for _ in 0..100 {
+            if page.is_dead(self.stub.slot) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let status = if page.is_dead(self.stub.slot) { page.wait_status(self.stub.slot) } else { None };
+        PlatformError::CpuFailure(match status {
+            Some(s) if libc::WIFSIGNALED(s) => {
+                format!("stub process {} killed by signal {}", self.stub.pid, libc::WTERMSIG(s))
+            }
+            Some(s) => format!("stub process {} exited with status {}", self.stub.pid, libc::WEXITSTATUS(s)),
+            None => "stub thread gone".into(),
+        })
+    }
+
     fn state(&self) -> &'static AtomicU32 {
         control::thread_state(self.stub.shared.base, self.stub.slot, self.index)
     }
@@ -786,7 +807,7 @@ impl StubThread {
             match s {
                 stub::STATE_EVENT | stub::STATE_EVENT_SLEEPING => return Ok(left == 0),
                 stub::STATE_RUN | stub::STATE_RUN_SLEEPING => {}
-                _ => return Err(PlatformError::CpuFailure("stub thread gone".into())),
+                _ => return Err(self.gone()),
             }
             if left > 0 {
                 left -= 1;
@@ -1076,7 +1097,10 @@ impl TrapContext {
         regs: &mut Registers,
     ) -> Result<Option<Event>, PlatformError> {
         let rip = regs.rip;
-        if rip >= tramp.returning {
+        // A kick after the sentry answered, before the registers it gave
+        // ran (the handler passes on only those, of the kicks that land
+        // in the handoff), is an interruption of those registers.
+        if rip >= tramp.returning || (rip >= tramp.posted && signo == KICK_SIGNAL) {
             *regs = self.resumed;
             self.pending_fp = Some(Self::read_fp_at(t, t.trampoline_frame()?).unwrap_or_default());
             return Ok(Some(if signo == KICK_SIGNAL {
@@ -1091,8 +1115,9 @@ impl TrapContext {
             }));
         }
         if rip >= tramp.posting {
-            // Kicks there are left pending by the handler, and nothing
-            // there faults.
+            // Other kicks there are left pending by the handler (the
+            // sentry finds them when it next switches to the thread), and
+            // nothing there faults.
             return Err(PlatformError::CpuFailure(format!("signal {signo} while posting a call")));
         }
         if rip == tramp.commit {

@@ -155,7 +155,18 @@ global_asm!(
     "jb 0f",
     "lea rcx, [rip + cordon_trap_stub_tramp_return]",
     "cmp rax, rcx",
+    "jae 0f",
+    // Unless the sentry has answered the call already: the thread is on
+    // its way back to the registers it was given, and the sentry waits for
+    // its next event, which this kick is.
+    "lea rcx, [rip + cordon_trap_stub_handoff_posted]",
+    "cmp rax, rcx",
     "jb 99f",
+    "mov eax, dword ptr [r8]",
+    "cmp eax, {run}",
+    "je 0f",
+    "cmp eax, {run_sleeping}",
+    "jne 99f",
     "0:",
     // The trampoline's way back when the application's gs is not the
     // thread area: the registers the sentry gave are in the trampoline's
@@ -266,43 +277,29 @@ global_asm!(
     "jae 70f",
     "mov eax, dword ptr [r11 + {cell_nr}]",
     "cmp dword ptr gs:[{a_fast_on}], 0",
-    "je 70f",
-    "cmp eax, {nr0}",
-    "je 10f",
-    "cmp eax, {nr1}",
-    "je 11f",
-    "cmp eax, {nr2}",
-    "je 12f",
-    "cmp eax, {nr3}",
-    "je 13f",
-    "cmp eax, {nr4}",
-    "je 14f",
-    "cmp eax, {nr5}",
-    "je 15f",
-    "cmp eax, {nr6}",
-    "je 16f",
-    "jmp 70f",
-    // The cell is done with: r11 = the index of the fast path.
-    "10:",
+    "je cordon_trap_stub_tramp_posting",
+    // The cell is done with: r11 = the index of a fast path.
     "xor r11d, r11d",
-    "jmp 9f",
-    "11:",
-    "mov r11d, 1",
-    "jmp 9f",
-    "12:",
-    "mov r11d, 2",
-    "jmp 9f",
-    "13:",
-    "mov r11d, 3",
-    "jmp 9f",
-    "14:",
-    "mov r11d, 4",
-    "jmp 9f",
-    "15:",
-    "mov r11d, 5",
-    "jmp 9f",
-    "16:",
-    "mov r11d, 6",
+    "cmp eax, {nr0}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr1}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr2}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr3}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr4}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr5}",
+    "je 9f",
+    "inc r11d",
+    "cmp eax, {nr6}",
+    "jne cordon_trap_stub_tramp_posting",
     // A fast path: the answer, a count, r11 = the flags as a system call
     // leaves them (pushed below the red zone), and back.
     "9:",
@@ -327,10 +324,6 @@ global_asm!(
     "jmp r11",
     // The call goes to the sentry: the registers into the thread's
     // trampoline frame, shaped as a signal frame's, then the handoff.
-    // Not entered for now: calls other than the fast paths take the
-    // cell's plain syscall above. A kick that lands on the way back can
-    // kill the stub (seen in rewrite_sites under load), and the cause is
-    // not found yet.
     ".globl cordon_trap_stub_tramp_posting",
     "cordon_trap_stub_tramp_posting:",
     "mov qword ptr gs:[{fake_uc} + {uc_gregs} + 0 * 8], r8",
@@ -364,14 +357,20 @@ global_asm!(
     "rdfsbase rcx",
     "mov qword ptr [r8 + {a_fs}], rcx",
     "mov qword ptr [r8 + {a_gs}], 0",
-    "call cordon_trap_stub_handoff",
-    "jmp cordon_trap_stub_tramp_return",
+    // The handoff returns straight to the way back: no instruction of
+    // this thread runs outside the handoff between the sentry's answer
+    // and the way back (see the kicks in the handler).
+    "lea rcx, [rip + cordon_trap_stub_tramp_return]",
+    "push rcx",
+    "jmp cordon_trap_stub_handoff",
     // The handoff (see the module docs of the platform): posts the event
     // of the thread whose area is r8, waits for the sentry's answer and
     // returns when it says run; exits the thread when it says exit.
     "cordon_trap_stub_handoff:",
     "mov eax, {event}",
     "xchg eax, dword ptr [r8]",
+    ".globl cordon_trap_stub_handoff_posted",
+    "cordon_trap_stub_handoff_posted:",
     "cmp eax, {run}",
     "je 2f",
     "mov eax, {sys_futex}",
@@ -709,6 +708,7 @@ unsafe extern "C" {
     static cordon_trap_stub_tramp_popped: u8;
     static cordon_trap_stub_tramp_commit: u8;
     static cordon_trap_stub_tramp_posting: u8;
+    static cordon_trap_stub_handoff_posted: u8;
     static cordon_trap_stub_tramp_return: u8;
     static cordon_trap_stub_tramp_end: u8;
     static cordon_trap_stub_end: u8;
@@ -755,8 +755,11 @@ pub(crate) struct TrampolineCode {
     pub popped: u64,
     /// The jump that ends a fast path.
     pub commit: u64,
-    /// From here the call is being posted to the sentry.
+    /// From here the call is being posted to the sentry...
     pub posting: u64,
+    /// ...from here it is posted (the handoff, which lies before
+    /// `returning`), and the sentry may have answered...
+    pub posted: u64,
     /// From here the sentry's answer is being restored.
     pub returning: u64,
     pub end: u64,
@@ -771,7 +774,23 @@ pub(crate) fn trampoline() -> TrampolineCode {
         popped: CODE + offset(&raw const cordon_trap_stub_tramp_popped),
         commit: CODE + offset(&raw const cordon_trap_stub_tramp_commit),
         posting: CODE + offset(&raw const cordon_trap_stub_tramp_posting),
+        posted: CODE + offset(&raw const cordon_trap_stub_handoff_posted),
         returning: CODE + offset(&raw const cordon_trap_stub_tramp_return),
         end: CODE + offset(&raw const cordon_trap_stub_tramp_end),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The handler and the sentry tell where a thread stopped in the
+    /// trampoline by comparing addresses: its parts lie in the order they
+    /// run.
+    #[test]
+    fn trampoline_parts_lie_in_order() {
+        let t = trampoline();
+        let order = [t.entry, t.lowered, t.pushed, t.popped, t.commit, t.posting, t.posted, t.returning, t.end];
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{t:?}");
     }
 }

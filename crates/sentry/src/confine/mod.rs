@@ -508,8 +508,11 @@ impl Isolation {
     }
 
     /// The signals the monitor passes on (see `Sandbox::forward_signals_from`).
+    /// The isolation keeps a copy, to check at [`Isolation::lock_down`]
+    /// that the monitor is still there once the parent-death signal, which
+    /// the change of identity clears, is set again.
     pub fn take_monitor_channel(&mut self) -> Option<OwnedFd> {
-        self.from_monitor.take()
+        self.from_monitor.as_ref().and_then(|fd| fd.try_clone().ok())
     }
 
     /// Takes every right the sentry no longer needs, for good: its new root,

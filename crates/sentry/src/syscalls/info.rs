@@ -128,7 +128,9 @@ pub fn sched_yield(_task: &mut Task, _: &[u64; 6]) -> SysResult {
 }
 
 pub fn getcpu(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let cpu = rustix::thread::sched_getcpu() as u32;
+    // The host CPU handling the call, among the CPUs the sandbox says it
+    // has (as the vDSO answers: see vdso/clock.rs).
+    let cpu = rustix::thread::sched_getcpu() as u32 % (task.kernel.config.cpus.max(1) as u32);
     if a[0] != 0 {
         task.mm.write_pod(a[0], &cpu)?;
     }

@@ -68,9 +68,15 @@ impl ThreadGroup {
     /// CPU time the process has used: its live threads' and its exited
     /// threads'.
     pub fn cpu_time(&self) -> Duration {
-        let threads: Vec<Arc<TaskShared>> = self.threads.lock().unwrap().clone();
+        // A thread that exits after this snapshot is summed from its own
+        // record, which keeps its time when it stops.
+        let (threads, dead_ns) = {
+            let _moving = self.cpu_accounting.lock().unwrap();
+            let threads: Vec<Arc<TaskShared>> = self.threads.lock().unwrap().clone();
+            (threads, self.state.lock().unwrap().dead_threads_ns)
+        };
         let live: Duration = threads.iter().map(|t| t.cpu_time()).sum();
-        live + Duration::from_nanos(self.state.lock().unwrap().dead_threads_ns)
+        live + Duration::from_nanos(dead_ns)
     }
 
     /// CPU time of the children the process has reaped, theirs included.

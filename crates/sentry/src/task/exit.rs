@@ -98,9 +98,14 @@ pub fn exit_thread(mut task: Task) {
     let cpu_ns = task.shared.stop_cpu_clock();
     let tid = task.tid();
     let last = {
-        let mut threads = tg.threads.lock().unwrap();
-        threads.retain(|t| !Arc::ptr_eq(t, &task.shared));
-        threads.is_empty()
+        let _moving = tg.cpu_accounting.lock().unwrap();
+        let last = {
+            let mut threads = tg.threads.lock().unwrap();
+            threads.retain(|t| !Arc::ptr_eq(t, &task.shared));
+            threads.is_empty()
+        };
+        tg.state.lock().unwrap().dead_threads_ns += cpu_ns;
+        last
     };
     // Process signals this thread was to take go to another thread.
     if !last && task.shared.sig.lock().unwrap().sigpending {
@@ -109,7 +114,6 @@ pub fn exit_thread(mut task: Task) {
     kernel.procs.lock().unwrap().remove_thread(tid);
     let thread_status = {
         let mut st = tg.state.lock().unwrap();
-        st.dead_threads_ns += cpu_ns;
         if last && st.exit.is_none() {
             st.exit = Some(ExitStatus::Exited(task.exit_code.unwrap_or(0)));
         }

@@ -399,6 +399,23 @@ impl TaskShared {
         self.sig.lock().unwrap().sigpending = true;
         self.notify();
     }
+
+    /// A signal was just queued for this thread alone: wakes it if its
+    /// mask lets `sig` through. The mask is read under the lock that
+    /// changes it, after the signal is queued: a thread unblocking `sig`
+    /// meanwhile either is seen unblocked here or sees the signal queued
+    /// when it recounts what it has pending.
+    pub fn wake_for_queued(&self, sig: u32) {
+        let wake = {
+            let mut s = self.sig.lock().unwrap();
+            let wake = !s.mask.contains(sig);
+            s.sigpending |= wake;
+            wake
+        };
+        if wake {
+            self.notify();
+        }
+    }
 }
 
 /// Job-control and exit state of a process.
@@ -458,6 +475,10 @@ pub struct ThreadGroup {
     pub signal_account: Arc<SignalAccount>,
     /// Live threads.
     pub threads: Mutex<Vec<Arc<TaskShared>>>,
+    /// Held while a thread's time moves from the live threads to
+    /// `dead_threads_ns`, and while the process's time is summed, so that a
+    /// sum counts an exiting thread once.
+    pub(crate) cpu_accounting: Mutex<()>,
     pub state: Mutex<GroupState>,
     /// Woken when a child changes state (wait).
     pub child_events: WaitQueue,
@@ -502,6 +523,7 @@ impl ThreadGroup {
             shared_pending: Mutex::new(SigQueue::default()),
             signal_account,
             threads: Mutex::new(Vec::new()),
+            cpu_accounting: Mutex::new(()),
             state: Mutex::new(GroupState { exit_signal, ..Default::default() }),
             child_events: WaitQueue::default(),
             thread_events: WaitQueue::default(),

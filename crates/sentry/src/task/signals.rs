@@ -266,7 +266,6 @@ pub fn queue_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) -> R
     if !on_send(kernel, &t.tg, sig) {
         return Ok(());
     }
-    let mask = t.sig.lock().unwrap().mask;
     if discarded(&t.tg, sig, kept(t)) {
         return Ok(());
     }
@@ -274,9 +273,7 @@ pub fn queue_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) -> R
     if wants_signal(t, sig) {
         kill_if_fatal(&t.tg, t, sig);
     }
-    if !mask.contains(sig) {
-        t.signal_wake_up();
-    }
+    t.wake_for_queued(sig);
     Ok(())
 }
 
@@ -284,14 +281,11 @@ pub fn queue_to_thread(kernel: &Kernel, t: &Arc<TaskShared>, info: SigInfo) -> R
 /// part at hand: a pipe write cut short by the reader leaving returns its
 /// count and raises SIGPIPE all the same.
 pub fn raise_for(t: &TaskShared, sig: u32) {
-    let mask = t.sig.lock().unwrap().mask;
     if discarded(&t.tg, sig, kept(t)) {
         return;
     }
     let _ = enqueue(&t.tg, Some(t), SigInfo::user(sig, crate::signal::code::SI_USER, t.tg.tgid, t.tg.creds().uid.real));
-    if !mask.contains(sig) {
-        t.signal_wake_up();
-    }
+    t.wake_for_queued(sig);
 }
 
 /// Linux's retarget_shared_pending: process signals in `which` that `t`

@@ -29,10 +29,15 @@ pub(super) struct TimePage {
     tsc_base: AtomicU64,
     mult: AtomicU64,
     shift: AtomicU32,
-    _pad: u32,
+    /// Nonzero: `rdtscp` gives the CPU number in TSC_AUX, and the vDSO
+    /// answers getcpu from it...
+    cpu_in_tsc_aux: AtomicU32,
     mono_base: AtomicI64,
     real_offset: AtomicI64,
     boot_offset: AtomicI64,
+    /// ...modulo the CPUs the sandbox says it has.
+    cpus: AtomicU32,
+    _pad: u32,
 }
 
 /// Fixed-point shift of `mult`.
@@ -151,7 +156,9 @@ pub struct Clock {
 }
 
 impl Clock {
-    pub fn new(mf: Arc<MemoryFile>, platform: Arc<dyn Platform>) -> Result<Arc<Clock>, MemoryError> {
+    /// The clock of a sandbox whose programs are told they have `cpus`
+    /// CPUs.
+    pub fn new(mf: Arc<MemoryFile>, platform: Arc<dyn Platform>, cpus: u32) -> Result<Arc<Clock>, MemoryError> {
         let frame = mf.allocate()?;
         let host_uses_tsc = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
             .is_ok_and(|s| s.trim() == "tsc");
@@ -175,6 +182,9 @@ impl Clock {
             thread: Mutex::new(None),
         });
         clock.publish(&params);
+        clock.page().cpus.store(cpus.max(1), Ordering::Relaxed);
+        let cpu_in_tsc_aux = clock.platform.cpu_number_in_tsc_aux();
+        clock.page().cpu_in_tsc_aux.store(cpu_in_tsc_aux as u32, Ordering::Release);
         Ok(clock)
     }
 

@@ -5,4 +5,4 @@ pub mod rewrite;
 mod tsc;
 
 pub use registers::{Exception, FpState, Registers, vector};
-pub use tsc::read_tsc;
+pub use tsc::{has_rdtscp, read_tsc};

@@ -11,6 +11,13 @@ pub fn read_tsc() -> u64 {
     }
 }
 
+/// True if the CPU has RDTSCP (CPUID 0x8000_0001, EDX bit 27).
+pub fn has_rdtscp() -> bool {
+    // Every x86_64 CPU has the extended leaves up to 0x8000_0001.
+    let ext = core::arch::x86_64::__cpuid(0x8000_0001);
+    ext.edx & (1 << 27) != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

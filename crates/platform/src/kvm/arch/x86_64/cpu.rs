@@ -5,6 +5,7 @@ use kvm_bindings::{CpuId, kvm_msr_entry, kvm_segment, kvm_sregs};
 use super::supervisor::{self, VcpuArea};
 
 pub const MSR_IA32_TSC: u32 = 0x10;
+pub const MSR_TSC_AUX: u32 = 0xc000_0103;
 pub const MSR_STAR: u32 = 0xc000_0081;
 pub const MSR_LSTAR: u32 = 0xc000_0082;
 pub const MSR_SFMASK: u32 = 0xc000_0084;

@@ -1,7 +1,8 @@
 /*
  * The sandbox's vDSO: clock reads answered in the application's own
  * address space, from the TSC and a time page the sentry keeps current,
- * instead of by a syscall (a VM exit). Whatever this code cannot answer
+ * instead of by a syscall (a VM exit), and getcpu from rdtscp where the
+ * platform keeps the CPU's number in TSC_AUX. Whatever this code cannot answer
  * (another clock, a time zone, a time page marked unusable) it passes on
  * as the real syscall, so every answer is the sentry's answer.
  *
@@ -17,10 +18,12 @@ struct cordon_time_page {
     uint64_t tsc_base;   /* TSC value the bases below were taken at */
     uint64_t mult;       /* ns per TSC tick, times 2^shift */
     uint32_t shift;
-    uint32_t pad;
+    uint32_t cpu_in_tsc_aux; /* rdtscp's TSC_AUX is (node << 12) | cpu */
     int64_t mono_base;   /* CLOCK_MONOTONIC at tsc_base, in ns */
     int64_t real_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns */
     int64_t boot_offset; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, in ns */
+    uint32_t cpus;       /* CPUs the sandbox has: getcpu answers below */
+    uint32_t pad;
 };
 
 extern const struct cordon_time_page cordon_time_page __attribute__((visibility("hidden")));
@@ -37,6 +40,7 @@ struct k_timeval {
 #define NR_gettimeofday 96
 #define NR_time 201
 #define NR_clock_gettime 228
+#define NR_getcpu 309
 
 #define CLOCK_REALTIME 0
 #define CLOCK_MONOTONIC 1
@@ -133,6 +137,26 @@ long __vdso_time(long *t) {
     return s;
 }
 
+long __vdso_getcpu(unsigned *cpu, unsigned *node, void *unused) {
+    if (!__atomic_load_n(&cordon_time_page.cpu_in_tsc_aux, __ATOMIC_RELAXED)) {
+        long ret;
+        __asm__ volatile("syscall"
+                         : "=a"(ret)
+                         : "a"(NR_getcpu), "D"(cpu), "S"(node), "d"(unused)
+                         : "rcx", "r11", "memory");
+        return ret;
+    }
+    uint32_t lo, hi, aux;
+    __asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+    /* The sandbox may say it has fewer CPUs than the host runs it on. */
+    if (cpu)
+        *cpu = (aux & 0xfff) % cordon_time_page.cpus;
+    if (node)
+        *node = 0;
+    return 0;
+}
+
 int clock_gettime(long, struct k_timespec *) __attribute__((weak, alias("__vdso_clock_gettime")));
 int gettimeofday(struct k_timeval *, void *) __attribute__((weak, alias("__vdso_gettimeofday")));
 long time(long *) __attribute__((weak, alias("__vdso_time")));
+long getcpu(unsigned *, unsigned *, void *) __attribute__((weak, alias("__vdso_getcpu")));

@@ -1,6 +1,8 @@
-//! Builds the C test programs under tests/c: each NAME.c becomes
-//! NAME-static, NAME-static-pie and NAME-dynamic in $OUT_DIR/c, so the
-//! end-to-end tests cover every kind of executable the loader handles.
+//! Builds the C test programs under the workspace's tests/c: each NAME.c
+//! becomes NAME-static, NAME-static-pie and NAME-dynamic in $OUT_DIR/c, so
+//! the end-to-end tests cover every kind of executable the loader handles.
+//! Only the test build depends on this crate: building `cordon` builds none
+//! of them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,10 +12,11 @@ const VARIANTS: &[(&str, &[&str])] =
     &[("static", &["-static"]), ("static-pie", &["-static-pie", "-fPIE"]), ("dynamic", &["-fPIE", "-pie"])];
 
 fn main() {
-    println!("cargo:rerun-if-changed=tests/c");
+    let sources_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/c");
+    println!("cargo:rerun-if-changed={}", sources_dir.display());
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("c");
     std::fs::create_dir_all(&out).expect("create output directory");
-    let mut sources: Vec<PathBuf> = std::fs::read_dir("tests/c")
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&sources_dir)
         .expect("tests/c")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "c"))
@@ -33,15 +36,17 @@ fn main() {
         thread::scope(|s| {
             for (src, exe, flags) in chunk {
                 let compiler = &compiler;
-                s.spawn(move || compile(compiler, src, exe, flags));
+                let include = &sources_dir;
+                s.spawn(move || compile(compiler, include, src, exe, flags));
             }
         });
     }
 }
 
-fn compile(compiler: &cc::Tool, src: &Path, exe: &Path, flags: &[&str]) {
+fn compile(compiler: &cc::Tool, include: &Path, src: &Path, exe: &Path, flags: &[&str]) {
     let mut cmd = Command::new(compiler.path());
-    cmd.args(["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter", "-D_GNU_SOURCE", "-pthread", "-Itests/c"])
+    cmd.args(["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter", "-D_GNU_SOURCE", "-pthread"])
+        .arg(format!("-I{}", include.display()))
         .args(flags)
         .arg("-o")
         .arg(exe)
