@@ -476,6 +476,8 @@ impl Sandbox {
             vfork_done: None,
             exit_code: None,
             last_trap: (0, 0, 0),
+            orig_rax: 0,
+            stepping: false,
         };
         load_program(&mut task, &config.program, config.args.clone(), config.env.clone(), &config.creds)?;
         Ok((task, terminal))

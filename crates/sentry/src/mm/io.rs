@@ -219,6 +219,49 @@ impl MemoryManager {
 }
 
 impl MemoryManager {
+    /// Writes `data` at `addr` as a debugger does (Linux's FOLL_FORCE):
+    /// into a private mapping even where the application may not write, on
+    /// pages of the process's own (copied from the file or from a parent as
+    /// a write would copy them). Rewritten system call sites there get
+    /// their bytes back first, so the write lands on the program's code.
+    pub fn poke(&self, addr: u64, data: &[u8]) -> Result<(), MmError> {
+        let end = addr.checked_add(data.len() as u64).filter(|e| *e <= USER_TOP).ok_or(MmError::Unmapped)?;
+        let mut st = self.lock();
+        self.restore_sites(&mut st, addr, end);
+        let mut at = addr;
+        let mut done = 0;
+        let result = loop {
+            if at >= end {
+                break Ok(());
+            }
+            let page = page_down(at);
+            let n = ((page + PAGE).min(end) - at) as usize;
+            let Some(vma) = st.vmas.find(page).cloned() else { break Err(MmError::Unmapped) };
+            let frame = if effective(vma.access).write {
+                if let Err(e) = self.prepare(&mut st, at, n, Access::READ_WRITE) {
+                    break Err(e);
+                }
+                st.pages.get(&page).map(|p| p.frame)
+            } else if vma.is_private() {
+                if let Err(e) =
+                    self.populate_vma(&mut st, &vma, page, page + PAGE, Some((page, page + PAGE)), Some(page))
+                {
+                    break Err(e);
+                }
+                st.pages.get(&page).filter(|p| !p.cow).map(|p| p.frame)
+            } else {
+                None
+            };
+            let Some(frame) = frame else { break Err(MmError::Access) };
+            self.mf.write(frame, (at - page) as usize, &data[done..done + n]);
+            at += n as u64;
+            done += n;
+        };
+        drop(st);
+        self.space.flush();
+        result
+    }
+
     /// Pins the longest accessible prefix of `[addr, addr + len)`, for
     /// transfers that stop at the first bad byte with what they moved, as
     /// Linux's copies to and from user memory do. Fails only if not even the

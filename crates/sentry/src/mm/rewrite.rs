@@ -314,6 +314,26 @@ impl MemoryManager {
         }
     }
 
+    /// Gives every patched site its bytes back and patches no more: a
+    /// traced process's code reads as the program has it, and each of its
+    /// calls reaches the sentry for the tracer to see.
+    pub fn stop_rewriting(&self) {
+        let mut st = self.lock();
+        st.rewrites.blocked = true;
+        let patched: Vec<u64> =
+            st.rewrites.sites.iter().filter(|(_, s)| matches!(s, Site::Patched { .. })).map(|(a, _)| *a).collect();
+        for site in patched {
+            // A page shared copy-on-write (with a fork) gets a frame of its
+            // own first, as restoring needs.
+            if let Some(vma) = st.vmas.find(site).cloned() {
+                let _ = self.own_frame(&mut st, &vma, site);
+            }
+            self.restore_sites(&mut st, site, site + 1);
+        }
+        drop(st);
+        self.space.flush();
+    }
+
     /// Forgets the sites in `[start, end)`, which are going away.
     pub(super) fn forget_sites(st: &mut State, start: u64, end: u64) {
         let gone: Vec<u64> =

@@ -574,3 +574,23 @@ mod rewrites {
         assert_eq!(child.site_trap(false, at + 5), Some(SiteTrap::Syscall));
     }
 }
+
+#[test]
+fn pokes_write_private_read_only_memory_on_a_page_of_its_own() {
+    let (_, space, mm) = setup();
+    let a = anon(&mm, 0, 4096, RW);
+    mm.copy_out(a, b"shared").unwrap();
+    let child_space = Arc::new(FakeSpace::default());
+    let child = mm.fork(child_space.clone()).unwrap();
+    mm.protect(a, 4096, R).unwrap();
+    assert!(mm.copy_out(a, b"x").is_err(), "the program may not write it");
+    mm.poke(a, b"poked!").unwrap();
+    let mut buf = [0u8; 6];
+    mm.copy_in(a, &mut buf).unwrap();
+    assert_eq!(&buf, b"poked!");
+    child.copy_in(a, &mut buf).unwrap();
+    assert_eq!(&buf, b"shared", "the other process keeps its copy");
+    assert_eq!(space.get(a).unwrap().1, R, "still read-only for the program");
+    assert_ne!(space.get(a).unwrap().0, child_space.get(a).unwrap().0);
+    assert!(mm.poke(0x10_0000_0000, b"x").is_err(), "nothing mapped there");
+}

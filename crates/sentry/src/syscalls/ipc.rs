@@ -293,7 +293,7 @@ pub fn process_vm_writev(task: &mut Task, a: &[u64; 6]) -> SysResult {
 /// caller's own process; else a target whose user and group ids (real,
 /// effective and saved) all are the caller's real ones and which is
 /// dumpable; else CAP_SYS_PTRACE.
-fn may_access(task: &Task, target: &crate::task::ThreadGroup) -> Result<(), Errno> {
+pub(super) fn may_access(task: &Task, target: &crate::task::ThreadGroup) -> Result<(), Errno> {
     if target.tgid == task.tg.tgid {
         return Ok(());
     }

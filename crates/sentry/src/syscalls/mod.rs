@@ -17,6 +17,7 @@ mod notify;
 mod numa;
 mod pipe;
 mod process;
+mod ptrace;
 mod sched;
 mod settime;
 mod signal;
@@ -88,7 +89,19 @@ impl Args for [u64; 6] {
 
 /// Runs the system call in the task's registers and stores its result.
 pub fn dispatch(task: &mut Task) {
-    let nr = task.regs.syscall_number();
+    let mut nr = task.regs.syscall_number();
+    task.orig_rax = nr;
+    if task.ptrace_syscalls()
+        && let Some(traced_nr) = task.ptrace_syscall_entry(nr)
+    {
+        nr = traced_nr;
+        // -1 from the tracer skips the call; rax stays as it left it.
+        if nr == u64::MAX {
+            task.ptrace_syscall_exit();
+            task.ptrace_syscall_step();
+            return;
+        }
+    }
     let args = task.regs.syscall_args();
     let def = table::lookup(nr);
     let tracing = task.kernel.config.strace;
@@ -118,6 +131,8 @@ pub fn dispatch(task: &mut Task) {
     if let Some(line) = pre {
         strace::exit(task, line, def, &args, result);
     }
+    task.ptrace_syscall_exit();
+    task.ptrace_syscall_step();
 }
 
 /// A sentry bug, made on purpose: the panic comes with the process tree

@@ -814,9 +814,18 @@ pub fn times(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(ticks(task.kernel.started.elapsed()))
 }
 
-pub fn personality(_task: &mut Task, a: &[u64; 6]) -> SysResult {
+/// personality(2): PER_LINUX, with ADDR_NO_RANDOMIZE (which debuggers set
+/// before they run a program) honoured as the sentry lays out every
+/// program: at the same addresses each time. Other personas are refused.
+pub fn personality(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    const ADDR_NO_RANDOMIZE: u32 = 0x0004_0000;
+    let old = task.tg.personality.load(std::sync::atomic::Ordering::Relaxed);
     match a[0] as u32 {
-        0xffff_ffff | 0 => Ok(0),
+        0xffff_ffff => Ok(old as u64),
+        p if p & !ADDR_NO_RANDOMIZE == 0 => {
+            task.tg.personality.store(p, std::sync::atomic::Ordering::Relaxed);
+            Ok(old as u64)
+        }
         _ => Err(Errno::EINVAL.into()),
     }
 }

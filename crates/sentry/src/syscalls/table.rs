@@ -8,7 +8,7 @@ use syscalls::Sysno;
 use super::strace::{Arg, Arg::*, Ret};
 use super::{
     Handler, epoll, fs, futex, info, io, ipc, keys, membarrier, mm, mount, namei, net, notify, numa, pipe, process,
-    sched, settime, signal, time, timer,
+    ptrace, sched, settime, signal, time, timer,
 };
 
 /// One implemented system call.
@@ -147,6 +147,7 @@ table! {
     utime => namei::utimes, [Path, Ptr], Int;
     mknod => namei::mknod, [Path, Mode, Hex], Int;
     personality => process::personality, [Hex], Hex;
+    ptrace => ptrace::ptrace, [Hex, Int, Ptr, Ptr], Int;
     statfs => fs::statfs, [Path, Ptr], Int;
     fstatfs => fs::fstatfs, [Fd, Ptr], Int;
     getpriority => sched::getpriority, [Int, Int], Int;

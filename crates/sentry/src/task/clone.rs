@@ -166,6 +166,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         let tg = ThreadGroup::new(tid, handlers, exit_signal, parent.tg.signal_account.clone(), parent.tg.creds());
         tg.pkey_slot_spent.store(parent.tg.pkey_slot_spent.load(Ordering::Relaxed), Ordering::Relaxed);
         tg.session_keyring.store(parent.tg.session_keyring.load(Ordering::Relaxed), Ordering::Relaxed);
+        tg.personality.store(parent.tg.personality.load(Ordering::Relaxed), Ordering::Relaxed);
         tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
         let mut info = parent.tg.info.lock().unwrap().clone();
         info.comm = parent.shared.comm.lock().unwrap().clone();
@@ -240,6 +241,8 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         vfork_done: vfork.clone(),
         exit_code: None,
         last_trap: (0, 0, 0),
+        orig_rax: 0,
+        stepping: false,
     };
 
     {
@@ -283,12 +286,20 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         }
         tree.add_thread(&shared);
     }
+    let traced = parent.ptrace_clone_event(f, args.exit_signal);
+    if traced.is_some() {
+        parent.ptrace_inherit(&shared);
+    }
     thread.start(move || {
         let _charge = charge;
         run_task(child);
     });
+    if let Some((option, event)) = traced {
+        parent.ptrace_event(option, event, tid as u64);
+    }
     if let Some(v) = vfork {
         v.wait(&parent.shared);
+        parent.ptrace_event(super::ptrace::options::TRACEVFORKDONE, super::ptrace::event::VFORK_DONE, tid as u64);
     }
     Ok(tid)
 }

@@ -101,6 +101,7 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     let loaded = loader::load(&mm, &program, &args, &facts);
 
     // Past the point of no return.
+    let old_tid = task.tid();
     task.become_sole_thread();
     task.mm = mm;
     if let Some(v) = task.vfork_done.take() {
@@ -162,6 +163,7 @@ pub fn exec(task: &mut Task, req: &ExecRequest, argv: Vec<Vec<u8>>, envp: Vec<Ve
     }
     *task.tg.view.lock().unwrap() =
         Some(ProcessView { mm: task.mm.clone(), fs: task.fs.clone(), files: task.files.clone() });
+    task.ptrace_exec(old_tid);
     Ok(())
 }
 

@@ -112,12 +112,14 @@ pub fn exit_thread(mut task: Task) {
         super::signals::retarget_shared(&task.shared, crate::signal::SigSet(u64::MAX));
     }
     kernel.procs.lock().unwrap().remove_thread(tid);
-    {
+    let thread_status = {
         let mut st = tg.state.lock().unwrap();
         if last && st.exit.is_none() {
             st.exit = Some(ExitStatus::Exited(task.exit_code.unwrap_or(0)));
         }
-    }
+        st.exit.unwrap_or(ExitStatus::Exited(task.exit_code.unwrap_or(0)))
+    };
+    let parent_deferred = super::ptrace::tracee_exited(&kernel, &task.shared, last, thread_status);
     tg.thread_events.notify_all();
     // Release the vCPU and the process's resources with the last reference:
     // the address space before the descriptors (the task's fields drop in
@@ -131,7 +133,7 @@ pub fn exit_thread(mut task: Task) {
         // SEM_UNDO adjustments are undone before the parent can learn of
         // the exit.
         kernel.ipc.exit_process(tg.tgid);
-        exit_process(&kernel, &tg);
+        exit_process(&kernel, &tg, parent_deferred);
     } else {
         thread_orphans(&kernel, &tg, tid);
     }
@@ -164,8 +166,9 @@ fn thread_orphans(kernel: &Kernel, tg: &ThreadGroup, tid: i32) {
 
 /// The last thread of `tg` is gone: make it a zombie (or reap it at once),
 /// hand its children to the first process and tell its parent.
-fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
+fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>, parent_deferred: bool) {
     *tg.view.lock().unwrap() = None;
+    super::ptrace::tracer_exited(kernel, tg);
     kernel.timers.cancel_process(tg.tgid);
     let status = tg.state.lock().unwrap().exit.expect("set by the last thread");
     let (orphans, parent, reaper, hangups) = {
@@ -219,7 +222,11 @@ fn exit_process(kernel: &Arc<Kernel>, tg: &Arc<ThreadGroup>) {
             report_exit(kernel, o, Some(reaper));
         }
     }
-    report_exit(kernel, tg, parent.as_ref());
+    // A tracer other than the parent learns of the end first; the parent
+    // once the tracer has collected it (see ptrace::tracee_report).
+    if !parent_deferred {
+        report_exit(kernel, tg, parent.as_ref());
+    }
     if tg.tgid == INIT_PID {
         kernel.init_exited(status);
     }
@@ -252,6 +259,16 @@ fn newly_orphaned_stopped_groups(tree: &ProcessTree, pid: i32, children: &[i32])
         }
     }
     groups
+}
+
+/// Tells the parent of a dead process that it died, once its tracer has
+/// collected it.
+pub(super) fn report_to_parent(kernel: &Kernel, tg: &Arc<ThreadGroup>) {
+    let parent = {
+        let tree = kernel.procs.lock().unwrap();
+        tree.parent_of(tg.tgid).and_then(|p| tree.group(p))
+    };
+    report_exit(kernel, tg, parent.as_ref());
 }
 
 /// Tells the parent of a dead process: SIGCHLD (or its exit signal) and a

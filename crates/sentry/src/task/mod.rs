@@ -13,6 +13,7 @@ mod exit;
 pub mod mounts;
 pub mod pidfd;
 mod proc_source;
+pub mod ptrace;
 mod run;
 pub mod signalfd;
 mod signals;
@@ -203,6 +204,11 @@ pub struct TaskShared {
     pub sched: Mutex<SchedAttrs>,
     /// set_mempolicy's policy: inherited by clone, kept by execve.
     pub mempolicy: Mutex<MemPolicy>,
+    /// The task's side of a ptrace relation.
+    pub ptrace: Mutex<ptrace::PtraceState>,
+    /// A PTRACE_EVENT_STOP is due (PTRACE_INTERRUPT, a seized child's
+    /// first stop, the end of a PTRACE_LISTEN): cuts blocking calls short.
+    pub trap_pending: AtomicBool,
 }
 
 /// A thread's memory policy on the sandbox's one node.
@@ -300,6 +306,8 @@ impl TaskShared {
             affinity: Mutex::new(Vec::new()),
             sched: Mutex::new(SchedAttrs::default()),
             mempolicy: Mutex::new(MemPolicy::default()),
+            ptrace: Mutex::new(ptrace::PtraceState::default()),
+            trap_pending: AtomicBool::new(false),
         })
     }
 
@@ -346,7 +354,17 @@ impl TaskShared {
     /// True if a signal waits for this thread, or the task must stop or
     /// exit: what cuts a blocking call short.
     pub fn interrupted(&self) -> bool {
-        if self.is_killed() || self.tg.state.lock().unwrap().stop_pending() {
+        if self.is_killed() || self.trap_pending.load(Ordering::Acquire) {
+            return true;
+        }
+        let stop = {
+            let st = self.tg.state.lock().unwrap();
+            st.stop_pending().then_some(st.continues)
+        };
+        // A tracee its tracer resumed from the group stop runs on.
+        if let Some(continues) = stop
+            && self.ptrace.lock().unwrap().group_stop_done != Some(continues)
+        {
             return true;
         }
         self.sig.lock().unwrap().sigpending
@@ -433,6 +451,9 @@ pub struct GroupState {
     pub child_subreaper: bool,
     /// PR_SET_DUMPABLE 0 (reset by execve).
     pub undumpable: bool,
+    /// SIGKILL came, even after the process began to exit otherwise: it
+    /// ends a tracee's stop on the way out.
+    pub sigkilled: bool,
 }
 
 impl GroupState {
@@ -482,6 +503,10 @@ pub struct ThreadGroup {
     /// The serial of the process's session keyring (0 until one is
     /// wanted): inherited by fork, kept by execve.
     pub session_keyring: AtomicI32,
+    /// The tasks this process traces, dead ones not yet collected included.
+    pub tracees: Mutex<Vec<Arc<TaskShared>>>,
+    /// personality(2)'s persona: kept across fork and execve.
+    pub personality: AtomicU32,
 }
 
 impl ThreadGroup {
@@ -510,6 +535,8 @@ impl ThreadGroup {
             membarrier_registrations: AtomicU32::new(0),
             pkey_slot_spent: AtomicBool::new(false),
             session_keyring: AtomicI32::new(0),
+            tracees: Mutex::new(Vec::new()),
+            personality: AtomicU32::new(0),
         })
     }
 
@@ -563,6 +590,11 @@ pub struct Task {
     /// (error code, trap number, cr2) of the last fault, for the signal
     /// frame's sigcontext.
     pub last_trap: (u64, u64, u64),
+    /// The number of the system call being made (orig_rax), which a
+    /// tracer may change at its entry.
+    pub orig_rax: u64,
+    /// The trap flag was set for PTRACE_SINGLESTEP.
+    pub stepping: bool,
 }
 
 impl Task {

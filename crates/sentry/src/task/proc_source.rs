@@ -158,8 +158,11 @@ fn status(k: &Kernel, tg: &Arc<ThreadGroup>, thread: Option<&Arc<TaskShared>>, c
     if let Some(umask) = umask {
         let _ = writeln!(s, "Umask:\t{umask:04o}");
     }
+    let tracer = main.as_ref().map_or(0, |t| t.tracer_tid());
+    let (letter, word) =
+        if main.as_ref().is_some_and(|t| t.ptrace_stopped()) { ('t', "tracing stop") } else { (letter, word) };
     let _ = writeln!(s, "State:\t{letter} ({word})");
-    let _ = writeln!(s, "Tgid:\t{pid}\nNgid:\t0\nPid:\t{tid}\nPPid:\t{ppid}\nTracerPid:\t0");
+    let _ = writeln!(s, "Tgid:\t{pid}\nNgid:\t0\nPid:\t{tid}\nPPid:\t{ppid}\nTracerPid:\t{tracer}");
     for (name, ids) in [("Uid", creds.uid), ("Gid", creds.gid)] {
         let _ = writeln!(s, "{name}:\t{}\t{}\t{}\t{}", ids.real, ids.effective, ids.saved, ids.fs);
     }

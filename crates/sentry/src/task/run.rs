@@ -128,8 +128,10 @@ pub fn run_task(mut task: Task) {
         if task.shared.is_killed() {
             break;
         }
-        let state = fast_paths.then(|| task.fast_path_state(&mut parent));
-        if state.is_some() {
+        // A tracee's every call reaches the sentry, for its tracer to see.
+        let traced = task.shared.is_traced();
+        let state = (fast_paths && !traced).then(|| task.fast_path_state(&mut parent));
+        if state.is_some() || traced {
             task.ctx.publish_fast_path(state);
         }
         if answers_in_table {
@@ -149,7 +151,9 @@ pub fn run_task(mut task: Task) {
             Event::Syscall => {
                 let nr = task.regs.syscall_number();
                 let rewritten = task.ctx.last_call_rewritten();
-                let kept = match trampoline.filter(|_| !rewritten).map(|t| task.mm.rewrite_site(task.regs.rip, nr, &t))
+                let kept = match trampoline
+                    .filter(|_| !rewritten && !traced)
+                    .map(|t| task.mm.rewrite_site(task.regs.rip, nr, &t))
                 {
                     Some(Rewrite::NewlyPatched) => {
                         kernel.stats.record_rewritten_site();
@@ -159,7 +163,7 @@ pub fn run_task(mut task: Task) {
                     Some(Rewrite::Kept) => true,
                     None => !rewritten,
                 };
-                if kept && fast_paths && platform::FAST_PATH_SYSCALLS.contains(&nr) {
+                if kept && fast_paths && !traced && platform::FAST_PATH_SYSCALLS.contains(&nr) {
                     task.ctx.fast_path_site_kept(task.regs.rip);
                 }
                 crate::syscalls::dispatch(&mut task);
@@ -190,6 +194,7 @@ pub fn run_task(mut task: Task) {
         };
         kernel.stats.record_event(kind, started.map(|s| s.elapsed()));
     }
+    task.ptrace_exit_event();
     task.shared.set_interrupter(None);
     exit_thread(task);
     if let Some(b) = born {

@@ -64,6 +64,7 @@ pub fn group_exit(tg: &ThreadGroup, status: ExitStatus) {
         if st.exit.is_none() {
             st.exit = Some(status);
         }
+        st.sigkilled |= matches!(status, ExitStatus::Signaled { signal: g::SIGKILL, .. });
     }
     for t in tg.threads.lock().unwrap().iter() {
         t.kill();
@@ -151,7 +152,7 @@ fn on_send(kernel: &Kernel, tg: &Arc<ThreadGroup>, sig: u32) -> bool {
 /// True if the signal would be thrown away on arrival: ignored and not
 /// blocked by `mask`.
 fn discarded(tg: &ThreadGroup, sig: u32, mask: SigSet) -> bool {
-    !mask.contains(sig) && tg.handlers().lock().unwrap().ignores(sig)
+    !mask.contains(sig) && tg.handlers().lock().unwrap().ignores(sig) && !tg.has_tracee()
 }
 
 /// The signals `t` keeps even if ignored, as Linux's sig_ignored does:
@@ -353,7 +354,8 @@ impl Task {
         let task = &self.shared;
         let _r = self.tg.thread_events.register(&task.waiter);
         loop {
-            if task.is_killed() || !self.tg.state.lock().unwrap().stop_pending() {
+            // A tracer that attaches takes the stop over (a ptrace stop).
+            if task.is_killed() || !self.tg.state.lock().unwrap().stop_pending() || task.is_traced() {
                 return;
             }
             task.waiter.sleep(None);
@@ -409,12 +411,22 @@ impl Task {
             if self.shared.is_killed() {
                 return;
             }
-            if self.tg.state.lock().unwrap().stop_pending() {
-                self.stop_wait();
-                // Back from the stop: signals that came meanwhile are
-                // taken now.
-                self.shared.recalc_sigpending();
+            if self.ptrace_interrupt_stop() {
                 continue;
+            }
+            if self.tg.state.lock().unwrap().stop_pending() {
+                // A tracee reports its part in the stop to the tracer, and
+                // runs on once resumed, as Linux's do_signal_stop.
+                if self.ptrace_group_stop() {
+                    continue;
+                }
+                if !self.shared.is_traced() {
+                    self.stop_wait();
+                    // Back from the stop: signals that came meanwhile are
+                    // taken now.
+                    self.shared.recalc_sigpending();
+                    continue;
+                }
             }
             if !self.shared.sig.lock().unwrap().sigpending {
                 break;
@@ -422,7 +434,19 @@ impl Task {
             // Read before the dequeue: a SIGCONT sent after it cancels a
             // stop signal taken here, as one sent before discards it.
             let continues = self.tg.state.lock().unwrap().continues;
-            let Some(info) = self.dequeue_signal() else { break };
+            let Some(mut info) = self.dequeue_signal() else { break };
+            if info.signo != g::SIGKILL && self.shared.is_traced() {
+                // The signal-delivery stop: the tracer delivers this
+                // signal, another, or none.
+                match self.ptrace_signal(info) {
+                    None => continue,
+                    Some(i) if self.signal_mask().contains(i.signo) => {
+                        send_to_thread(&self.kernel, &self.shared.clone(), i);
+                        continue;
+                    }
+                    Some(i) => info = i,
+                }
+            }
             let sig = info.signo;
             let handlers = self.tg.handlers();
             let act = handlers.lock().unwrap().get(sig);

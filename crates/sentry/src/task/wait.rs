@@ -56,6 +56,8 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
     // Asked before the state is locked: a change of credentials takes
     // the locks the other way round.
     let uid = child.creds().uid.real;
+    // A child its parent traces reports its stops as ptrace stops.
+    let traced = (opts.stopped || opts.continued) && super::ptrace::traced_by(child, &task.tg);
     let mut st = child.state.lock().unwrap();
     if st.zombie {
         // A dead child reports its exit and nothing else.
@@ -72,6 +74,9 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
             task.tg.state.lock().unwrap().children_ns += cpu_ns;
         }
         return Some(out);
+    }
+    if traced {
+        return None;
     }
     if opts.stopped
         && st.stop_unreported
@@ -111,6 +116,16 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
 pub fn wait_child(task: &Task, which: WaitFor, opts: WaitOptions) -> Result<Option<WaitOutcome>, Errno> {
     let me = task.tg.tgid;
     let poll = || -> Result<Option<WaitOutcome>, Errno> {
+        // Tracees first: the tracer waits for them whoever their parent is.
+        let matches = |t: &super::TaskShared| match which {
+            WaitFor::Pid(p) => t.tid() == p,
+            WaitFor::Pgid(pg) => task.kernel.procs.lock().unwrap().pgid_of(t.tg.tgid) == Some(pg),
+            WaitFor::Any => true,
+        };
+        let (tracees, report) = super::ptrace::tracee_report(task, &matches, opts.exited, opts.nowait);
+        if report.is_some() {
+            return Ok(report);
+        }
         let candidates: Vec<std::sync::Arc<ThreadGroup>> = {
             let tree = task.kernel.procs.lock().unwrap();
             tree.children_of(me)
@@ -128,7 +143,7 @@ pub fn wait_child(task: &Task, which: WaitFor, opts: WaitOptions) -> Result<Opti
                 .filter(|c| opts.exited || !c.state.lock().unwrap().zombie)
                 .collect()
         };
-        if candidates.is_empty() {
+        if candidates.is_empty() && !tracees {
             return Err(Errno::ECHILD);
         }
         Ok(candidates.iter().find_map(|c| check(task, c, &opts)))

@@ -1,6 +1,7 @@
 //! x86_64: how exceptions become signals, signal frames, and CPU facts for
 //! the auxiliary vector.
 
+pub mod ptrace;
 pub mod signal;
 
 use linux_raw_sys::general as g;
@@ -14,7 +15,9 @@ pub fn exception_signal(e: &Exception, fp: impl FnOnce() -> Option<FpState>) -> 
         vector::DIVIDE_ERROR => (g::SIGFPE, g::FPE_INTDIV as i32),
         // int3 goes through do_trap: a plain kernel-sent SIGTRAP.
         vector::BREAKPOINT => (g::SIGTRAP, g::SI_KERNEL as i32),
-        vector::DEBUG => (g::SIGTRAP, g::TRAP_BRKPT as i32),
+        // Debug registers are never armed: a #DB is a single step (the
+        // trap flag), which Linux reports as TRAP_TRACE.
+        vector::DEBUG => (g::SIGTRAP, g::TRAP_TRACE as i32),
         vector::INVALID_OPCODE => (g::SIGILL, g::ILL_ILLOPN as i32),
         vector::X87_FLOATING_POINT | vector::SIMD_FLOATING_POINT => {
             (g::SIGFPE, fp().map_or(0, |fp| fp_exception_code(e.vector, &fp)))
