@@ -1006,6 +1006,8 @@ pub fn start_process(
             vfork_done: None,
             exit_code: None,
             last_trap: (0, 0, 0),
+            orig_rax: 0,
+            stepping: false,
         };
         let args: Vec<Vec<u8>> = spec.args.iter().map(|a| a.as_bytes().to_vec()).collect();
         let env = spec.env.iter().map(|e| e.as_bytes().to_vec()).collect();
