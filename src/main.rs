@@ -570,13 +570,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(internal_error::EXIT_STATUS as u8));
         }
     };
-    let binds = config
-        .binds
-        .iter()
-        .enumerate()
-        .map(|(i, b)| Bind { open_at: Some(isolation.served_bind(i, &b.host)), ..b.clone() })
-        .collect();
-    let config = SandboxConfig { rootfs_open_at: Some(isolation.served_root(&config.rootfs)), binds, ..config };
+    let config = config.served_by(&isolation);
     let mut sandbox = match Sandbox::new(&config) {
         Ok(s) => s,
         Err(e) => {

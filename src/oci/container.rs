@@ -17,7 +17,7 @@ use oci_spec::runtime::Hook;
 use sentry::confine::{self, HostNetwork, Role};
 use sentry::control::Message;
 use sentry::net::NetworkMode;
-use sentry::sandbox::{Bind, Sandbox, SandboxConfig};
+use sentry::sandbox::{Sandbox, SandboxConfig};
 
 use super::spec::Container;
 use super::state::{self, CONTROL, CREATED, Record, SOCKET, StateDir, Status};
@@ -189,13 +189,7 @@ fn container_process(
                 return sentry::internal_error::EXIT_STATUS as u8;
             }
         };
-    let binds = config
-        .binds
-        .iter()
-        .enumerate()
-        .map(|(i, b)| Bind { open_at: Some(isolation.served_bind(i, &b.host)), ..b.clone() })
-        .collect();
-    let config = SandboxConfig { rootfs_open_at: Some(isolation.served_root(&config.rootfs)), binds, ..config };
+    let config = config.served_by(&isolation);
     let mut sandbox = match Sandbox::new(&config) {
         Ok(s) => s,
         Err(e) => return fail(ready, e.exit_code(), e.to_string()),

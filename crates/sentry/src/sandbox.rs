@@ -127,6 +127,20 @@ pub struct SandboxConfig {
     pub no_new_privs: bool,
 }
 
+impl SandboxConfig {
+    /// The configuration as the confined sentry opens it: the root and the
+    /// bind mounts' sources through the copies `isolation` serves.
+    pub fn served_by(self, isolation: &crate::confine::Isolation) -> SandboxConfig {
+        let binds = self
+            .binds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| Bind { open_at: Some(isolation.served_bind(i, &b.host)), ..b.clone() })
+            .collect();
+        SandboxConfig { rootfs_open_at: Some(isolation.served_root(&self.rootfs)), binds, ..self }
+    }
+}
+
 /// Why a sandbox could not run the program.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -457,28 +471,7 @@ impl Sandbox {
         if let Some(t) = &terminal {
             t.master.pty().set_session(tid, tid);
         }
-        let space = kernel.platform.new_address_space()?;
-        let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, 8 << 20));
-        let mut task = Task {
-            kernel: kernel.clone(),
-            shared,
-            tg,
-            mm,
-            fs,
-            files,
-            regs: Registers::default(),
-            ctx: kernel.platform.new_context()?,
-            altstack: (0, 0, linux_raw_sys::general::SS_DISABLE),
-            clear_child_tid: 0,
-            robust_list: (0, 0),
-            restart: None,
-            restart_block: None,
-            vfork_done: None,
-            exit_code: None,
-            last_trap: (0, 0, 0),
-            orig_rax: 0,
-            stepping: false,
-        };
+        let mut task = first_task(kernel, shared, tg, fs, files)?;
         load_program(&mut task, &config.program, config.args.clone(), config.env.clone(), &config.creds)?;
         Ok((task, terminal))
     }
@@ -987,28 +980,7 @@ pub fn start_process(
         tree.remove_process(tid);
     };
     let made = (|| -> Result<Task, SandboxError> {
-        let space = kernel.platform.new_address_space()?;
-        let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, 8 << 20));
-        let mut task = Task {
-            kernel: kernel.clone(),
-            shared,
-            tg: tg.clone(),
-            mm,
-            fs,
-            files,
-            regs: Registers::default(),
-            ctx: kernel.platform.new_context()?,
-            altstack: (0, 0, linux_raw_sys::general::SS_DISABLE),
-            clear_child_tid: 0,
-            robust_list: (0, 0),
-            restart: None,
-            restart_block: None,
-            vfork_done: None,
-            exit_code: None,
-            last_trap: (0, 0, 0),
-            orig_rax: 0,
-            stepping: false,
-        };
+        let mut task = first_task(kernel, shared, tg.clone(), fs, files)?;
         let args: Vec<Vec<u8>> = spec.args.iter().map(|a| a.as_bytes().to_vec()).collect();
         let env = spec.env.iter().map(|e| e.as_bytes().to_vec()).collect();
         let program = args.first().cloned().unwrap_or_default();
@@ -1034,4 +1006,37 @@ pub fn start_process(
     };
     thread.start(move || run_task(task));
     Ok(StartedProcess { process: tg, relay })
+}
+
+/// The task of a process the sandbox starts itself (its first, or one
+/// started beside it): a fresh address space and context, no program yet.
+fn first_task(
+    kernel: &Arc<Kernel>,
+    shared: Arc<TaskShared>,
+    tg: Arc<ThreadGroup>,
+    fs: Arc<Mutex<FsContext>>,
+    files: Arc<FdTable>,
+) -> Result<Task, SandboxError> {
+    let space = kernel.platform.new_address_space()?;
+    let mm = Arc::new(MemoryManager::new(kernel.mf.clone(), space, 8 << 20));
+    Ok(Task {
+        kernel: kernel.clone(),
+        shared,
+        tg,
+        mm,
+        fs,
+        files,
+        regs: Registers::default(),
+        ctx: kernel.platform.new_context()?,
+        altstack: (0, 0, linux_raw_sys::general::SS_DISABLE),
+        clear_child_tid: 0,
+        robust_list: (0, 0),
+        restart: None,
+        restart_block: None,
+        vfork_done: None,
+        exit_code: None,
+        last_trap: (0, 0, 0),
+        orig_rax: 0,
+        stepping: false,
+    })
 }
