@@ -471,7 +471,7 @@ impl Sandbox {
         if let Some(t) = &terminal {
             t.master.pty().set_session(tid, tid);
         }
-        let mut task = first_task(kernel, shared, tg, fs, files)?;
+        let mut task = fresh_task(kernel, shared, tg, fs, files)?;
         load_program(&mut task, &config.program, config.args.clone(), config.env.clone(), &config.creds)?;
         Ok((task, terminal))
     }
@@ -980,7 +980,7 @@ pub fn start_process(
         tree.remove_process(tid);
     };
     let made = (|| -> Result<Task, SandboxError> {
-        let mut task = first_task(kernel, shared, tg.clone(), fs, files)?;
+        let mut task = fresh_task(kernel, shared, tg.clone(), fs, files)?;
         let args: Vec<Vec<u8>> = spec.args.iter().map(|a| a.as_bytes().to_vec()).collect();
         let env = spec.env.iter().map(|e| e.as_bytes().to_vec()).collect();
         let program = args.first().cloned().unwrap_or_default();
@@ -1010,7 +1010,7 @@ pub fn start_process(
 
 /// The task of a process the sandbox starts itself (its first, or one
 /// started beside it): a fresh address space and context, no program yet.
-fn first_task(
+fn fresh_task(
     kernel: &Arc<Kernel>,
     shared: Arc<TaskShared>,
     tg: Arc<ThreadGroup>,
