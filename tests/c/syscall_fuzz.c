@@ -26,7 +26,7 @@
  *
  * The calls a worker makes never reach the process that runs the batches:
  * every argument naming a process names the worker itself, a descriptor
- * for it, or nobody; workers run in a session of their own with their
+ * for it, or nobody (and no worker asks its parent to trace it); workers run in a session of their own with their
  * standard descriptors on /dev/null, so the output is the final summary
  * alone; paths name nothing that could be executed.
  *
@@ -58,6 +58,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -840,6 +841,12 @@ static long pick_number(struct rng *r) {
  * right type in the wrong place: process owners and targets chosen by a
  * command argument. */
 static void confine(long nr, long *args, const struct arena *a) {
+    /* PTRACE_TRACEME makes the batch runner the worker's tracer: the
+     * worker would stop at its next signal, as on Linux, until a runner
+     * that knows nothing of it let it go. Any other request names the
+     * worker itself or nobody. */
+    if (nr == __NR_ptrace && args[0] == PTRACE_TRACEME)
+        args[0] = PTRACE_PEEKUSER;
     if (nr == __NR_fcntl && (args[1] == F_SETOWN || args[1] == F_SETOWN_EX)) {
         int *own = (int *)(a->rw + TIME_AREA);
         own[0] = F_OWNER_PID;
