@@ -189,6 +189,12 @@ pub trait AddressSpace: Send + Sync + Any {
     /// Maps consecutive pages starting at `va` to `frames`, replacing any
     /// previous mapping of those pages.
     fn map(&self, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError>;
+    /// As [`map`](Self::map), for pages the program is about to touch
+    /// every one of (it is filling memory in order): a platform whose
+    /// host would otherwise fault each page in may back them all now.
+    fn map_resident(&self, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError> {
+        self.map(va, frames, access)
+    }
     /// Removes every mapping in `[va, va + len)`.
     fn unmap(&self, va: u64, len: u64);
     /// Changes the rights of every mapped page in `[va, va + len)`.

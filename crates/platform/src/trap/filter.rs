@@ -160,6 +160,10 @@ pub(crate) fn control() -> Vec<Insn> {
         Pin { arg: 3, value: (libc::MAP_SHARED | libc::MAP_FIXED) as u64 },
         Pin { arg: 4, value: stub::MEM_FD as u64 },
     ];
+    const MMAP_RESIDENT: &[Pin] = &[
+        Pin { arg: 3, value: (libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_POPULATE) as u64 },
+        Pin { arg: 4, value: stub::MEM_FD as u64 },
+    ];
     const CLONE: &[Pin] =
         &[Pin { arg: 0, value: stub::clone_flags() }, Pin { arg: 2, value: 0 }, Pin { arg: 4, value: 0 }];
     const WRITE: &[Pin] = &[Pin { arg: 0, value: stub::ACK_FD as u64 }, Pin { arg: 2, value: 8 }];
@@ -171,6 +175,7 @@ pub(crate) fn control() -> Vec<Insn> {
         Allowed { nr: libc::SYS_exit, pins: &[] },
         Allowed { nr: libc::SYS_exit_group, pins: &[] },
         Allowed { nr: libc::SYS_mmap, pins: MMAP },
+        Allowed { nr: libc::SYS_mmap, pins: MMAP_RESIDENT },
         Allowed { nr: libc::SYS_munmap, pins: &[] },
         Allowed { nr: libc::SYS_mprotect, pins: &[] },
         Allowed { nr: libc::SYS_clone, pins: CLONE },

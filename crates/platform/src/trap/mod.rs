@@ -104,7 +104,7 @@
 //!   thread's own registers, signal mask and alternate stack; `exit` ends
 //!   the thread, which the sentry sees as a stopped task. The calls that
 //!   change mappings (`mmap` only of the memory file, at `MAP_SHARED |
-//!   MAP_FIXED`), `clone` (threads only) and `write` (only to the
+//!   MAP_FIXED`, with `MAP_POPULATE` or without), `clone` (threads only) and `write` (only to the
 //!   acknowledgement eventfd) are allowed only by the control filter, which
 //!   application threads stack the thread filter upon: they cannot make
 //!   them. The control thread keeps its state in registers and reads its
@@ -629,8 +629,10 @@ fn prot(access: Access) -> u64 {
     p as u64
 }
 
-impl AddressSpace for TrapAddressSpace {
-    fn map(&self, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError> {
+impl TrapAddressSpace {
+    /// Queues `op` (OP_MAP or OP_MAP_RESIDENT) for each run of consecutive
+    /// frames.
+    fn map_as(&self, op: u64, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError> {
         let end = va + frames.len() as u64 * 4096;
         if va < stub::RESERVED.end && end > stub::RESERVED.start {
             return Err(PlatformError::Unavailable("address reserved for the trap platform's stub".into()));
@@ -644,10 +646,20 @@ impl AddressSpace for TrapAddressSpace {
                 n += 1;
             }
             let at = va + i as u64 * 4096;
-            self.stub.push(&mut inner, [stub::OP_MAP, at, n as u64 * 4096, p, frames[i].offset()])?;
+            self.stub.push(&mut inner, [op, at, n as u64 * 4096, p, frames[i].offset()])?;
             i += n;
         }
         Ok(())
+    }
+}
+
+impl AddressSpace for TrapAddressSpace {
+    fn map(&self, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError> {
+        self.map_as(stub::OP_MAP, va, frames, access)
+    }
+
+    fn map_resident(&self, va: u64, frames: &[Frame], access: Access) -> Result<(), PlatformError> {
+        self.map_as(stub::OP_MAP_RESIDENT, va, frames, access)
     }
 
     fn unmap(&self, va: u64, len: u64) {

@@ -81,6 +81,12 @@ const STACK_GUARD_GAP: u64 = 256 * PAGE;
 /// a few, so neighbours are mapped generously.
 const FAULT_AROUND_ANON: u64 = 16;
 const FAULT_AROUND_FILE: u64 = 64;
+/// A write fault in anonymous memory right where the previous one's window
+/// ended is a program filling memory in order (a heap, an array, a buffer
+/// being cleared): each such fault doubles the window, up to this many
+/// pages, as Linux's readahead ramps up on a sequential reader. A program
+/// touching memory here and there keeps the fixed window.
+const FAULT_STREAM_ANON_MAX: u64 = 512;
 /// A write fault in a private file mapping (a library's data and
 /// relocations) copies this many pages around it at once: relocation writes
 /// nearly all of them.
@@ -193,6 +199,10 @@ struct State {
     charged: u64,
     /// Rewritten system call sites.
     rewrites: rewrite::Rewrites,
+    /// Where the last anonymous write fault's window ended and its size in
+    /// pages: a fault there continues the stream (see
+    /// [`FAULT_STREAM_ANON_MAX`]).
+    anon_stream: (u64, u64),
 }
 
 impl State {
@@ -295,6 +305,7 @@ impl MemoryManager {
                 released: Vec::new(),
                 charged: 0,
                 rewrites: rewrite::Rewrites::default(),
+                anon_stream: (0, 0),
             }),
             exe_hold: Mutex::new(None),
         }
@@ -778,7 +789,24 @@ impl MemoryManager {
             self.populate_vma(st, &vma, cs, ce, Some((cs, ce)), Some(page))?;
         }
         let write = if access.write { Some((page, page + PAGE)) } else { None };
-        self.populate_vma(st, &vma, ws, we, write, Some(page))?;
+        let stream = matches!(vma.backing, Backing::Anonymous) && access.write;
+        let (stream_end, stream_pages) = st.anon_stream;
+        if stream && page == stream_end && stream_pages > 0 {
+            let pages = (stream_pages * 2).min(FAULT_STREAM_ANON_MAX);
+            let end = page.saturating_add(pages * PAGE).min(vma.end);
+            // A stream that outgrows the memory left falls back to the fixed
+            // window rather than failing a fault one page would satisfy.
+            let streamed = end > we && self.populate_vma_as(st, &vma, page, end, write, Some(page), true).is_ok();
+            if !streamed {
+                self.populate_vma(st, &vma, ws, we, write, Some(page))?;
+            }
+            st.anon_stream = (if streamed { end } else { we }, pages);
+        } else {
+            self.populate_vma(st, &vma, ws, we, write, Some(page))?;
+            if stream {
+                st.anon_stream = (we, FAULT_AROUND_ANON);
+            }
+        }
         if let Backing::File { .. } = vma.backing {
             self.map_cached(st, &vma, page);
         }
@@ -899,6 +927,23 @@ impl MemoryManager {
         writes: Option<(u64, u64)>,
         required: Option<u64>,
     ) -> Result<(), MmError> {
+        self.populate_vma_as(st, vma, start, end, writes, required, false)
+    }
+
+    /// As [`populate_vma`](Self::populate_vma); with `resident`, the
+    /// platform is told the program is about to touch every page, so that
+    /// it backs them now in bulk rather than on a host fault each.
+    #[allow(clippy::too_many_arguments)]
+    fn populate_vma_as(
+        &self,
+        st: &mut State,
+        vma: &Vma,
+        start: u64,
+        end: u64,
+        writes: Option<(u64, u64)>,
+        required: Option<u64>,
+        resident: bool,
+    ) -> Result<(), MmError> {
         let write_page = |va: u64| writes.is_some_and(|(s, e)| va >= s && va < e);
         let mut new_pages: Vec<(u64, Page)> = Vec::new();
         let mut anon_missing: Vec<u64> = Vec::new();
@@ -999,7 +1044,14 @@ impl MemoryManager {
                 j += 1;
             }
             let frames: Vec<Frame> = new_pages[i..j].iter().map(|(_, p)| p.frame).collect();
-            if !vma.access.is_none() && self.space.map(new_pages[i].0, &frames, first_access).is_err() {
+            let mapped = if vma.access.is_none() {
+                Ok(())
+            } else if resident {
+                self.space.map_resident(new_pages[i].0, &frames, first_access)
+            } else {
+                self.space.map(new_pages[i].0, &frames, first_access)
+            };
+            if mapped.is_err() {
                 // Out of memory for page tables. Forget this attempt whole:
                 // pages already in the map fault back in on their next use.
                 self.space.unmap(start, end - start);

@@ -81,6 +81,53 @@ fn fault_maps_a_window_of_pages() {
 }
 
 #[test]
+fn writes_in_order_grow_the_window() {
+    let (_, space, mm) = setup();
+    let a = anon(&mm, 0x100_0000, 8 << 20, RW);
+    let w = Access { write: true, ..Access::READ };
+    // Each fault lands where the last one's window ended: the windows are
+    // 16, 32, 64, ... pages, up to the most a stream maps at once.
+    let mut at = a;
+    let mut expected = FAULT_AROUND_ANON;
+    for step in 0..7 {
+        mm.handle_fault(at, w).unwrap();
+        assert_eq!(space.count() as u64, (at - a) / 4096 + expected, "fault {step}");
+        at += expected * 4096;
+        expected = (expected * 2).min(FAULT_STREAM_ANON_MAX);
+    }
+    assert!(space.get(at).is_none());
+}
+
+#[test]
+fn writes_out_of_order_keep_the_fixed_window() {
+    let (_, space, mm) = setup();
+    let a = anon(&mm, 0x100_0000, 8 << 20, RW);
+    let w = Access { write: true, ..Access::READ };
+    for i in [40u64, 3, 100, 64, 120] {
+        let before = space.count();
+        mm.handle_fault(a + i * FAULT_AROUND_ANON * 4096, w).unwrap();
+        assert_eq!(space.count() - before, FAULT_AROUND_ANON as usize, "fault in window {i}");
+    }
+}
+
+#[test]
+fn a_stream_short_of_memory_falls_back_to_the_window() {
+    // Room for the first windows of a stream but not for its next doubling.
+    let mf = Arc::new(MemoryFile::new(80 * 4096).unwrap());
+    let space = Arc::new(FakeSpace::default());
+    let mm = MemoryManager::new(mf.clone(), space.clone(), 8 << 20);
+    let a = anon(&mm, 0x100_0000, 1 << 20, RW);
+    let w = Access { write: true, ..Access::READ };
+    mm.handle_fault(a, w).unwrap();
+    mm.handle_fault(a + 16 * 4096, w).unwrap();
+    assert_eq!(space.count(), 48);
+    // 64 more pages do not fit; 16 do.
+    mm.handle_fault(a + 48 * 4096, w).unwrap();
+    assert_eq!(space.count(), 64);
+    assert!(space.get(a + 48 * 4096).is_some());
+}
+
+#[test]
 fn reads_of_untouched_memory_map_the_zero_frame() {
     let (mf, space, mm) = setup();
     let a = anon(&mm, 0x100_0000, 1 << 20, RW);
