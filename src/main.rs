@@ -12,6 +12,7 @@ use sentry::confine::{self, HostNetwork, Role};
 use sentry::net::NetworkMode;
 use sentry::net::publish::{self, PublishSpec};
 use sentry::sandbox::{Bind, PlatformKind, Sandbox, SandboxConfig, TmpfsSpec};
+use sentry::signal::SigSet;
 use sentry::task::ExitStatus;
 use sentry::{diag, internal_error};
 
@@ -341,9 +342,17 @@ fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> 
         env.retain(|x| !(x.starts_with(name) && x.get(name.len()) == Some(&b'=')));
         env.push([name, b"=", &value].concat());
     }
+    let tmpfs = {
+        let mut all = default_tmpfs();
+        for t in args.tmpfs {
+            all.retain(|d| d.at != t.at);
+            all.push(t);
+        }
+        all
+    };
     let cwd = match args.workdir {
         Some(w) => w.into_vec(),
-        None => default_cwd(&rootfs, &masks, &binds),
+        None => default_cwd(&rootfs, &masks, &binds, &tmpfs),
     };
     let command: Vec<Vec<u8>> = args.command.into_iter().map(OsString::into_vec).collect();
     Ok(SandboxConfig {
@@ -363,14 +372,7 @@ fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> 
         masks,
         make_dirs,
         binds,
-        tmpfs: {
-            let mut all = default_tmpfs();
-            for t in args.tmpfs {
-                all.retain(|d| d.at != t.at);
-                all.push(t);
-            }
-            all
-        },
+        tmpfs,
         strace: args.strace,
         rewrite_sites: !args.no_rewrite,
         hostname: args.hostname,
@@ -383,6 +385,8 @@ fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> 
         terminal: args.tty,
         interactive: args.interactive,
         umask: 0o022,
+        ignored_signals: INHERITED_SIGNALS.get().map_or(SigSet::EMPTY, |s| s.0),
+        blocked_signals: INHERITED_SIGNALS.get().map_or(SigSet::EMPTY, |s| s.1),
         rlimits: Vec::new(),
         no_new_privs: false,
     })
@@ -507,17 +511,32 @@ pub(crate) fn is_under(path: &[u8], prefix: &[u8]) -> bool {
 }
 
 /// The caller's working directory, if the sandbox has a directory at that
-/// path (from the bind covering it, the last one given winning, else from
-/// the root where no mask hides it); else /.
-fn default_cwd(rootfs: &std::path::Path, masks: &[Vec<u8>], binds: &[Bind]) -> Vec<u8> {
+/// path (from the mount covering it, else from the root where no mask
+/// hides it); else /. Of a bind and a tmpfs both covering it the deeper
+/// one is the one seen; a tmpfs starts empty, so only its own top is there
+/// (a cwd in the host's /tmp is not in the sandbox's).
+fn default_cwd(rootfs: &std::path::Path, masks: &[Vec<u8>], binds: &[Bind], tmpfs: &[TmpfsSpec]) -> Vec<u8> {
     let Ok(cwd) = std::env::current_dir() else { return b"/".to_vec() };
     let path = cwd.as_os_str().as_bytes();
+    cwd_in_sandbox(path, rootfs, masks, binds, tmpfs).unwrap_or_else(|| b"/".to_vec())
+}
+
+fn cwd_in_sandbox(
+    path: &[u8],
+    rootfs: &std::path::Path,
+    masks: &[Vec<u8>],
+    binds: &[Bind],
+    tmpfs: &[TmpfsSpec],
+) -> Option<Vec<u8>> {
     let relative = |p: &[u8]| PathBuf::from(OsString::from_vec(p.strip_prefix(b"/").unwrap_or(p).to_vec()));
-    let shown = match binds.iter().rev().find(|b| is_under(path, &b.at)) {
-        Some(b) => b.host.join(relative(&path[b.at.len()..])).is_dir(),
-        None => !masks.iter().any(|m| is_under(path, m)) && rootfs.join(relative(path)).is_dir(),
+    let bind = binds.iter().rev().find(|b| is_under(path, &b.at));
+    let tmp = tmpfs.iter().filter(|t| is_under(path, &t.at)).max_by_key(|t| t.at.len());
+    let shown = match (bind, tmp) {
+        (_, Some(t)) if bind.is_none_or(|b| t.at.len() >= b.at.len()) => path.len() == t.at.len(),
+        (Some(b), _) => b.host.join(relative(&path[b.at.len()..])).is_dir(),
+        (None, _) => !masks.iter().any(|m| is_under(path, m)) && rootfs.join(relative(path)).is_dir(),
     };
-    if shown { cwd.into_os_string().into_vec() } else { b"/".to_vec() }
+    shown.then(|| path.to_vec())
 }
 
 /// Where the profile goes.
@@ -682,7 +701,45 @@ pub(crate) fn one_line(e: &clap::Error) -> String {
     if line.is_empty() { "invalid arguments".into() } else { line.into() }
 }
 
+/// The signals the caller left ignored and blocked, read before cordon
+/// changes either: the program inherits them as through execve.
+static INHERITED_SIGNALS: std::sync::OnceLock<(SigSet, SigSet)> = std::sync::OnceLock::new();
+
+/// The calling thread's ignored and blocked signals. SIGPIPE is left out
+/// of the ignored ones: Rust's runtime ignores it in every program before
+/// main, so the caller's own disposition of it is lost.
+fn inherited_signals() -> (SigSet, SigSet) {
+    let mut ignored = SigSet::EMPTY;
+    for sig in 1..=sentry::signal::NSIG as i32 {
+        if sig == libc::SIGPIPE || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // The system call itself: the C library's wrapper refuses the
+        // signals it keeps for its threads (32 and 33), which a caller may
+        // have ignored all the same. Its `struct sigaction`: handler,
+        // flags, restorer, mask.
+        let mut old = [0u64; 4];
+        // SAFETY: queries one disposition into a local of the kernel's
+        // layout; changes nothing.
+        let r =
+            unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, std::ptr::null::<u64>(), old.as_mut_ptr(), 8usize) };
+        if r == 0 && old[0] == libc::SIG_IGN as u64 {
+            ignored.add(sig as u32);
+        }
+    }
+    // SAFETY: reads the thread's mask into a zeroed local; changes nothing.
+    let blocked = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut set);
+        (1..=sentry::signal::NSIG as i32)
+            .filter(|s| libc::sigismember(&set, *s) == 1)
+            .fold(0u64, |m, s| m | 1 << (s - 1))
+    };
+    (ignored, SigSet(blocked).blockable())
+}
+
 fn main() -> ExitCode {
+    INHERITED_SIGNALS.get_or_init(inherited_signals);
     // Before anything of cordon's own is open: no descriptor the caller
     // leaves open reaches the sentry or the application.
     confine::close_inherited_descriptors();

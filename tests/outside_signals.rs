@@ -171,3 +171,49 @@ fn a_first_process_killed_from_outside_takes_its_children() {
     let (status, _, err) = r.finish(Duration::from_secs(10));
     assert_eq!(status, Some(143), "{err}");
 }
+
+/// What the caller ignores and blocks, the program starts with, as it
+/// would through execve: `nohup cordon run ...` gives a program that
+/// survives SIGHUP, and a shell's background job one that ignores SIGINT.
+#[test]
+fn ignored_and_blocked_signals_are_inherited_as_through_execve() {
+    use std::os::unix::process::CommandExt;
+    require_kvm!();
+    let with_caller_signals = |mut cmd: std::process::Command| {
+        // SAFETY: the closure runs in the forked child before exec and only
+        // makes async-signal-safe calls on its own memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGUSR2] {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGUSR1);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                Ok(())
+            })
+        };
+        common::run_with(cmd, None)
+    };
+    let grep = ["-E", "^Sig(Ign|Blk)", "/proc/self/status"];
+    let mut native = std::process::Command::new("/bin/grep");
+    native.args(grep);
+    let native = with_caller_signals(native);
+    let mut sandboxed = std::process::Command::new(common::cordon());
+    sandboxed.args(["run", "--", "/bin/grep"]).args(grep);
+    let sandboxed = with_caller_signals(sandboxed);
+    let text = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert!(text.contains("SigBlk:\t0000000000004200"), "natively: {text}");
+    common::assert_same("the signals grep starts with", &sandboxed, &native);
+    let script = ["-c", "kill -HUP $$; echo survived SIGHUP"];
+    let mut native = std::process::Command::new("/bin/sh");
+    native.args(script);
+    let native = with_caller_signals(native);
+    let mut sandboxed = std::process::Command::new(common::cordon());
+    sandboxed.args(["run", "--", "/bin/sh"]).args(script);
+    let sandboxed = with_caller_signals(sandboxed);
+    assert_eq!(String::from_utf8_lossy(&native.stdout), "survived SIGHUP\n");
+    common::assert_same("a shell sending itself SIGHUP", &sandboxed, &native);
+}

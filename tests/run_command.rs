@@ -54,6 +54,31 @@ fn working_directory() {
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1, "one-line error");
 }
 
+/// Without -w the program starts in the caller's directory where the
+/// sandbox shows it, else in /: the sandbox's /tmp is a tmpfs of its own,
+/// so a caller in the host's /tmp starts in / unless a bind brings the
+/// directory in.
+#[test]
+fn the_callers_directory_is_kept_only_where_the_sandbox_shows_it() {
+    require_kvm!();
+    let pwd_from = |dir: &str, opts: &[&str]| {
+        let mut cmd = std::process::Command::new(common::cordon());
+        cmd.current_dir(dir).arg("run").args(opts).args(["--", "/bin/pwd"]);
+        let out = cmd.output().expect("run cordon");
+        assert_eq!(out.status.code(), Some(0), "from {dir}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let host_tmp = std::path::PathBuf::from(format!("/tmp/cordon-cwd-test-{}", std::process::id()));
+    std::fs::create_dir_all(&host_tmp).expect("a directory in the host's /tmp");
+    let dir = host_tmp.to_str().expect("utf-8").to_string();
+    assert_eq!(pwd_from("/usr/share", &[]), "/usr/share\n");
+    assert_eq!(pwd_from("/tmp", &[]), "/tmp\n");
+    assert_eq!(pwd_from(&dir, &[]), "/\n");
+    let bind = format!("{dir}:{dir}");
+    assert_eq!(pwd_from(&dir, &["-v", &bind]), format!("{dir}\n"));
+    let _ = std::fs::remove_dir_all(&host_tmp);
+}
+
 fn one_line_error(out: &std::process::Output, code: i32, text: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{err}");

@@ -161,6 +161,10 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         umask: user.umask().unwrap_or(0o022),
         rlimits,
         no_new_privs: process.no_new_privileges().unwrap_or(false),
+        // A container's process starts with every signal at its default
+        // and none blocked, whatever the engine's own state.
+        ignored_signals: sentry::signal::SigSet::EMPTY,
+        blocked_signals: sentry::signal::SigSet::EMPTY,
     };
     Ok(Container {
         terminal: config.terminal,

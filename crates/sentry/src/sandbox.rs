@@ -20,7 +20,7 @@ use crate::kernel::{Kernel, KernelConfig};
 use crate::loader::{AuxFacts, LoadError};
 use crate::mm::MemoryManager;
 use crate::profile::{Report, Resources};
-use crate::signal::{SigHandlers, SigInfo, SigSet, code};
+use crate::signal::{SigAction, SigHandlers, SigInfo, SigSet, code};
 use crate::task::{
     Creds, ExitStatus, FsContext, INIT_PID, KernelProcSource, KernelSysSource, Rlimit, Task, TaskShared, ThreadGroup,
     all_cpus_mask, exec, run_task,
@@ -125,6 +125,11 @@ pub struct SandboxConfig {
     /// The first process starts with `PR_SET_NO_NEW_PRIVS` set: no execve
     /// gains privileges.
     pub no_new_privs: bool,
+    /// Signals the first process starts ignoring, and blocking: what the
+    /// caller had, as execve keeps them (`nohup`, a shell's background
+    /// job).
+    pub ignored_signals: SigSet,
+    pub blocked_signals: SigSet,
 }
 
 impl SandboxConfig {
@@ -449,14 +454,18 @@ impl Sandbox {
         }
         let tid = kernel.allocate_tid();
         debug_assert_eq!(tid, INIT_PID);
-        let handlers = Arc::new(Mutex::new(SigHandlers::default()));
+        let mut dispositions = SigHandlers::default();
+        for sig in (1..=crate::signal::NSIG as u32).filter(|s| config.ignored_signals.blockable().contains(*s)) {
+            dispositions.set(sig, SigAction { handler: crate::signal::SIG_IGN, ..SigAction::default() });
+        }
+        let handlers = Arc::new(Mutex::new(dispositions));
         let tg = ThreadGroup::new(tid, handlers, 0, Default::default(), Arc::new(config.creds.clone()));
         for (resource, limit) in &config.rlimits {
             if let Some(slot) = tg.rlimits.lock().unwrap().0.get_mut(*resource as usize) {
                 *slot = *limit;
             }
         }
-        let shared = TaskShared::new(tid, tg.clone(), SigSet::EMPTY);
+        let shared = TaskShared::new(tid, tg.clone(), config.blocked_signals.blockable());
         *shared.affinity.lock().unwrap() = all_cpus_mask(kernel.config.cpus);
         // Set before the program is loaded: its execve gains nothing.
         shared.no_new_privs.store(config.no_new_privs, std::sync::atomic::Ordering::Relaxed);
