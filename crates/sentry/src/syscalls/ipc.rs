@@ -199,6 +199,7 @@ pub fn shmat(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let mflags = MapFlags {
         fixed: fixed && flags & SHM_REMAP != 0,
         fixed_noreplace: fixed && flags & SHM_REMAP == 0,
+        lock_limit: super::mm::lock_limit(task),
         ..Default::default()
     };
     let backing = Backing::File { file: attach.file, offset: 0, shared: true, name: None };

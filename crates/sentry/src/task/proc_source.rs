@@ -171,7 +171,9 @@ fn status(k: &Kernel, tg: &Arc<ThreadGroup>, thread: Option<&Arc<TaskShared>>, c
     let _ = writeln!(s, "NSpid:\t{tid}\nNSpgid:\t{}\nNSsid:\t{}", ids_of(k, pid).1, ids_of(k, pid).2);
     if size > 0 {
         let kb = |pages: u64| pages * 4;
-        let _ = writeln!(s, "VmSize:\t{:8} kB\nVmRSS:\t{:8} kB", kb(size), kb(resident));
+        let locked = tg.view.lock().unwrap().as_ref().map_or(0, |v| v.mm.locked_pages());
+        let _ = writeln!(s, "VmSize:\t{:8} kB\nVmLck:\t{:8} kB", kb(size), kb(locked));
+        let _ = writeln!(s, "VmRSS:\t{:8} kB", kb(resident));
         let _ = writeln!(s, "RssAnon:\t{:8} kB\nRssFile:\t{:8} kB", kb(resident - file_pages), kb(file_pages));
         let _ = writeln!(s, "VmData:\t{:8} kB\nVmExe:\t{:8} kB", kb(data), kb(text));
     }
@@ -698,6 +700,7 @@ fn smaps_block(out: &mut Vec<u8>, v: &Vma, pages: u64) {
         (v.max_access.execute, "me"),
         (!v.is_private(), "ms"),
         (v.grows_down, "gd"),
+        (v.locked, "lo"),
     ] {
         if on {
             flags.push(f);
