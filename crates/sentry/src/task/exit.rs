@@ -95,7 +95,7 @@ pub fn exit_thread(mut task: Task) {
         }
     }
     task.release_robust_futexes();
-    let cpu_ns = task.shared.stop_cpu_clock();
+    let cpu = task.shared.stop_cpu_clock();
     let tid = task.tid();
     let last = {
         let _moving = tg.cpu_accounting.lock().unwrap();
@@ -104,7 +104,7 @@ pub fn exit_thread(mut task: Task) {
             threads.retain(|t| !Arc::ptr_eq(t, &task.shared));
             threads.is_empty()
         };
-        tg.state.lock().unwrap().dead_threads_ns += cpu_ns;
+        tg.state.lock().unwrap().dead_threads_cpu += cpu;
         last
     };
     // Process signals this thread was to take go to another thread.

@@ -8,6 +8,7 @@
 mod block;
 mod clone;
 mod cpu;
+pub use cpu::CpuTimes;
 pub mod exec;
 mod exit;
 pub mod mounts;
@@ -187,8 +188,9 @@ pub struct TaskShared {
     /// The task must exit at its next chance (group exit, SIGKILL, exec of
     /// another thread).
     killed: AtomicBool,
-    /// CPU time the task used, recorded when it exits.
-    pub cpu_ns: AtomicU64,
+    /// CPU time the task used (user, system), recorded when it exits.
+    pub cpu_user_ns: AtomicU64,
+    pub cpu_system_ns: AtomicU64,
     /// Where its CPU time is read while it runs.
     cpu_source: Mutex<Option<cpu::CpuSource>>,
     /// The thread's name (PR_SET_NAME, at most 15 bytes).
@@ -297,7 +299,8 @@ impl TaskShared {
             waiter: Waiter::new(),
             interrupter: Mutex::new(None),
             killed: AtomicBool::new(false),
-            cpu_ns: AtomicU64::new(0),
+            cpu_user_ns: AtomicU64::new(0),
+            cpu_system_ns: AtomicU64::new(0),
             cpu_source: Mutex::new(None),
             comm: Mutex::new(Vec::new()),
             no_new_privs: AtomicBool::new(false),
@@ -439,8 +442,8 @@ pub struct GroupState {
     /// The process has called execve (setpgid on it then fails).
     pub did_exec: bool,
     /// CPU time of threads that have exited, and of reaped children.
-    pub dead_threads_ns: u64,
-    pub children_ns: u64,
+    pub dead_threads_cpu: cpu::CpuTimes,
+    pub children_cpu: cpu::CpuTimes,
     /// Signal sent to this process when its parent dies (PR_SET_PDEATHSIG).
     pub pdeath_signal: u32,
     /// The thread of the parent that created this process (its parent
@@ -476,7 +479,7 @@ pub struct ThreadGroup {
     /// Live threads.
     pub threads: Mutex<Vec<Arc<TaskShared>>>,
     /// Held while a thread's time moves from the live threads to
-    /// `dead_threads_ns`, and while the process's time is summed, so that a
+    /// `dead_threads_cpu`, and while the process's time is summed, so that a
     /// sum counts an exiting thread once.
     pub(crate) cpu_accounting: Mutex<()>,
     pub state: Mutex<GroupState>,

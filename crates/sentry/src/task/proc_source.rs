@@ -205,9 +205,10 @@ fn stat(k: &Kernel, tg: &Arc<ThreadGroup>, thread: Option<&Arc<TaskShared>>, com
     let (ppid, pgid, sid) = ids_of(k, pid);
     let (letter, _) = state_of(tg, thread.map(|t| t.tid()));
     let threads = tg.threads.lock().unwrap().len();
-    let (own, children) = cpu_ns(tg);
-    let utime = ticks(thread.map_or(own, |t| t.cpu_time().as_nanos() as u64));
-    let cutime = ticks(children);
+    let own = thread.map_or_else(|| tg.cpu_times(), |t| t.cpu_times());
+    let children = tg.children_cpu_times();
+    let t = |d: std::time::Duration| ticks(d.as_nanos() as u64);
+    let (utime, stime, cutime, cstime) = (t(own.user), t(own.system), t(children.user), t(children.system));
     let exit_signal = tg.state.lock().unwrap().exit_signal;
     let start = ticks(started.saturating_duration_since(k.started).as_nanos() as u64);
     let (size, resident, ..) = memory_of(tg);
@@ -217,7 +218,7 @@ fn stat(k: &Kernel, tg: &Arc<ThreadGroup>, thread: Option<&Arc<TaskShared>>, com
     // majflt cmajflt utime stime cutime cstime priority nice num_threads
     // itrealvalue starttime vsize rss ...
     let mut s = format!(
-        "{tid} ({}) {letter} {ppid} {pgid} {sid} 0 -1 4194304 {minflt} 0 0 0 {utime} 0 {cutime} 0 20 0 {threads} 0 \
+        "{tid} ({}) {letter} {ppid} {pgid} {sid} 0 -1 4194304 {minflt} 0 0 0 {utime} {stime} {cutime} {cstime} 20 0 {threads} 0 \
          {start} {vsize} {resident}",
         String::from_utf8_lossy(comm)
     );

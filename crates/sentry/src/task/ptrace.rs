@@ -600,8 +600,14 @@ pub(super) fn tracee_report(
                 continue;
             }
             let (code, si_status) = status.child_code();
-            let out =
-                super::WaitOutcome { pid: t.tid(), status: status.wait_status(), code, si_status, cpu_ns: 0, uid };
+            let out = super::WaitOutcome {
+                pid: t.tid(),
+                status: status.wait_status(),
+                code,
+                si_status,
+                cpu: Default::default(),
+                uid,
+            };
             if !nowait {
                 p.exit_report = None;
                 p.tracer = None;
@@ -628,7 +634,7 @@ pub(super) fn tracee_report(
                     status,
                     code: g::CLD_TRAPPED as i32,
                     si_status: (status >> 8) & 0xff,
-                    cpu_ns: 0,
+                    cpu: Default::default(),
                     uid,
                 }),
             );
