@@ -15,6 +15,7 @@ pub mod mounts;
 pub mod pidfd;
 mod proc_source;
 pub mod ptrace;
+pub use ptrace::may_access;
 mod run;
 pub mod signalfd;
 mod signals;

@@ -298,6 +298,15 @@ impl ProcSource for KernelProcSource {
         Some(format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t{mnt_id}\nino:\t{ino}\n{extra}").into_bytes())
     }
 
+    fn mem(&self, pid: i32) -> Result<Arc<dyn crate::fs::proc::ProcMem>, FsError> {
+        let k = self.kernel.upgrade().ok_or(FsError::NotFound)?;
+        let tg = k.procs.lock().unwrap().group(pid).ok_or(FsError::NotFound)?;
+        let caller = super::current_opt().ok_or(FsError::PermissionDenied)?;
+        super::may_access(&caller.tg, &tg, true).map_err(|_| FsError::PermissionDenied)?;
+        let mm = tg.view.lock().unwrap().as_ref().map(|v| Arc::downgrade(&v.mm)).unwrap_or_default();
+        Ok(Arc::new(ProcessMemory { mm }))
+    }
+
     fn write_file(&self, pid: i32, name: &str, data: &[u8]) -> Result<(), FsError> {
         let k = self.kernel.upgrade().ok_or(FsError::NotFound)?;
         let tg = k.procs.lock().unwrap().group(pid).ok_or(FsError::NotFound)?;
@@ -941,4 +950,31 @@ fn maps_line(out: &mut Vec<u8>, v: &crate::mm::Vma) {
         }
     }
     out.push(b'\n');
+}
+
+/// A process's memory for /proc/PID/mem: its address space at open, not
+/// kept alive by the file (once the process exits or execs, reads and
+/// writes find nothing, as Linux's).
+struct ProcessMemory {
+    mm: Weak<crate::mm::MemoryManager>,
+}
+
+impl crate::fs::proc::ProcMem for ProcessMemory {
+    fn alive(&self) -> bool {
+        self.mm.strong_count() > 0
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> usize {
+        match self.mm.upgrade() {
+            Some(mm) if mm.copy_in(addr, buf).is_ok() => buf.len(),
+            _ => 0,
+        }
+    }
+
+    fn write(&self, addr: u64, data: &[u8]) -> usize {
+        match self.mm.upgrade() {
+            Some(mm) if mm.poke(addr, data).is_ok() => data.len(),
+            _ => 0,
+        }
+    }
 }

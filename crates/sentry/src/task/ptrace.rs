@@ -749,3 +749,26 @@ impl Task {
         }
     }
 }
+
+/// Linux's ptrace_may_access in PTRACE_MODE_ATTACH: `caller` may reach
+/// its own process; else a target whose user and group ids (real,
+/// effective and saved) all are the caller's real ones (its file-system
+/// ones with `fscreds`, as /proc/PID/mem checks) and which is dumpable;
+/// else it needs CAP_SYS_PTRACE.
+pub fn may_access(caller: &ThreadGroup, target: &ThreadGroup, fscreds: bool) -> Result<(), crate::errno::Errno> {
+    if target.tgid == caller.tgid {
+        return Ok(());
+    }
+    let me = caller.creds();
+    if me.has(crate::auth::cap::SYS_PTRACE) {
+        return Ok(());
+    }
+    let them = target.creds();
+    let (uid, gid) = if fscreds { (me.uid.fs, me.gid.fs) } else { (me.uid.real, me.gid.real) };
+    let same_ids = [them.uid.real, them.uid.effective, them.uid.saved].iter().all(|u| *u == uid)
+        && [them.gid.real, them.gid.effective, them.gid.saved].iter().all(|g| *g == gid);
+    if !same_ids || target.state.lock().unwrap().undumpable {
+        return Err(crate::errno::Errno::EPERM);
+    }
+    Ok(())
+}
