@@ -19,6 +19,15 @@ fn proc_pid_mem_reads_and_writes_as_linux() {
     common::c_test("proc_mem", &[]);
 }
 
+/// A traced leader that exits before its other threads: its exit stop at
+/// once, its exit when the process ends, to a tracer that is its parent
+/// and to one that is not.
+#[test]
+fn a_leader_outlived_by_its_threads_is_reported_to_its_tracer() {
+    require_kvm!();
+    common::c_test("ptrace_leader", &[]);
+}
+
 #[test]
 fn tracer_sees_what_linux_shows() {
     require_kvm!();

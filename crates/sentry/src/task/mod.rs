@@ -458,6 +458,22 @@ pub struct GroupState {
     /// SIGKILL came, even after the process began to exit otherwise: it
     /// ends a tracee's stop on the way out.
     pub sigkilled: bool,
+    /// The leader's own exit code, once it has exited while other
+    /// threads run on: the process's status unless a group exit sets one.
+    pub leader_exit_code: Option<u8>,
+    /// A traced leader that exited before its other threads: its tracer
+    /// collects it once the last of them is gone (Linux's
+    /// delay_group_leader).
+    pub delayed_leader: Option<DelayedLeader>,
+}
+
+/// A leader whose exit waits for its process's other threads.
+pub struct DelayedLeader(pub Arc<TaskShared>);
+
+impl std::fmt::Debug for DelayedLeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DelayedLeader({})", self.0.tid())
+    }
 }
 
 impl GroupState {

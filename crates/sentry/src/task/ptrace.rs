@@ -655,12 +655,18 @@ pub(super) fn traced_by(child: &ThreadGroup, tracer: &ThreadGroup) -> bool {
 pub(super) fn tracee_exited(kernel: &Kernel, t: &Arc<TaskShared>, last: bool, status: ExitStatus) -> bool {
     let Some(tracer) = t.tracer() else { return false };
     let leader = t.tid() == t.tg.tgid;
+    if leader && !last {
+        // Outlived by its threads: the tracer finds nothing to wait for
+        // until the last of them is gone, then the leader's exit.
+        t.ptrace.lock().unwrap().stop = None;
+        t.tg.state.lock().unwrap().delayed_leader = Some(super::DelayedLeader(t.clone()));
+        return false;
+    }
     let parent = kernel.procs.lock().unwrap().parent_of(t.tg.tgid);
-    // A leader outlived by its threads, or collected by its tracer as the
-    // parent's child: the relation ends here.
-    if leader && (!last || parent == Some(tracer.tgid)) {
-        t.ptrace.lock().unwrap().tracer = None;
-        tracer.tracees.lock().unwrap().retain(|x| !Arc::ptr_eq(x, t));
+    // A leader collected by its tracer as the parent's child: the
+    // relation ends here.
+    if leader && parent == Some(tracer.tgid) {
+        untrace(t);
         return false;
     }
     {
@@ -771,4 +777,12 @@ pub fn may_access(caller: &ThreadGroup, target: &ThreadGroup, fscreds: bool) -> 
         return Err(crate::errno::Errno::EPERM);
     }
     Ok(())
+}
+
+/// Ends the tracing of `t`, which has exited, without a report.
+pub(super) fn untrace(t: &Arc<TaskShared>) {
+    let tracer = t.ptrace.lock().unwrap().tracer.take();
+    if let Some(tracer) = tracer {
+        tracer.tracees.lock().unwrap().retain(|x| !Arc::ptr_eq(x, t));
+    }
 }
