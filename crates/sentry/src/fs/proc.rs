@@ -333,10 +333,25 @@ struct ThreadDir {
 
 impl DirSource for ThreadDir {
     fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
-        THREAD_FILES.iter().filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
+        THREAD_FILES
+            .iter()
+            .chain(&["mem"])
+            .filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i)))
+            .collect()
     }
 
     fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        if name == b"mem" {
+            // The process's memory: its threads share it (gdb reads it
+            // through the thread it stopped).
+            let (src, pid) = (self.src.clone(), self.pid);
+            return Some(Arc::new(MemInode {
+                ino: super::synthetic::next_ino(),
+                owner: owner_of(&src, pid),
+                src,
+                pid,
+            }));
+        }
         let n = std::str::from_utf8(name).ok()?;
         let n = *THREAD_FILES.iter().find(|f| **f == n)?;
         let mode = PROCESS_FILES.iter().find(|(f, _)| *f == n).map_or(0o444, |(_, m)| *m);
