@@ -6,7 +6,7 @@ mod common;
 use std::process::{Child, Output};
 use std::time::Duration;
 
-use common::{VARIANTS, c_program, c_test, cordon, spawn_cordon_with};
+use common::{VARIANTS, c_program, c_test, c_test_with, cordon, spawn_cordon_with};
 
 /// Far more than any of these runs takes: reaching it means a hang.
 const HANG: Duration = Duration::from_secs(120);
@@ -70,4 +70,14 @@ fn a_bad_pids_limit_is_a_usage_error() {
 fn open_file_limit() {
     require_kvm!();
     c_test("nofile", &[]);
+}
+
+/// Locked memory (mlock and its kin, MAP_LOCKED, mremap and brk growth,
+/// SHM_LOCK) counted against RLIMIT_MEMLOCK and refused as Linux refuses
+/// it, lifted by CAP_IPC_LOCK; VmLck, smaps and residency as Linux shows
+/// them. The program takes CAP_IPC_LOCK from its effective set itself.
+#[test]
+fn locked_memory() {
+    require_kvm!();
+    c_test_with("mlock", &["--cap-add", "IPC_LOCK"], &[]);
 }

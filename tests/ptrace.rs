@@ -11,6 +11,23 @@ use std::time::Duration;
 
 use common::{c_program, c_test, finish_within, run_with, spawn_cordon_with};
 
+/// /proc/PID/mem: reads and writes at an address, EIO where nothing is
+/// mapped, forced writes into read-only memory, ptrace's access rule.
+#[test]
+fn proc_pid_mem_reads_and_writes_as_linux() {
+    require_kvm!();
+    common::c_test("proc_mem", &[]);
+}
+
+/// A traced leader that exits before its other threads: its exit stop at
+/// once, its exit when the process ends, to a tracer that is its parent
+/// and to one that is not.
+#[test]
+fn a_leader_outlived_by_its_threads_is_reported_to_its_tracer() {
+    require_kvm!();
+    common::c_test("ptrace_leader", &[]);
+}
+
 #[test]
 fn tracer_sees_what_linux_shows() {
     require_kvm!();

@@ -21,6 +21,16 @@ fn cpu_clocks_and_cpu_timers_agree_with_linux() {
     common::c_test("cpu_time", &[]);
 }
 
+/// CPU time split as Linux splits it: application code is user time, the
+/// sentry's work for a call is system time; getrusage, times(),
+/// /proc/self/stat and the itimers (ITIMER_VIRTUAL on user time alone)
+/// agree, natively and in the sandbox.
+#[test]
+fn user_and_system_time_are_told_apart() {
+    require_kvm!();
+    common::c_test("cpu_split", &[]);
+}
+
 /// RLIMIT_CPU ends a spinning process: SIGXCPU at the soft limit, SIGKILL
 /// at the hard one. Each run spins for seconds of CPU time, so one variant
 /// of the program is enough.

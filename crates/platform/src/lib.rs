@@ -217,13 +217,20 @@ pub trait Interrupter: Send + Sync {
     fn interrupt(&self);
 }
 
-/// CPU time a context's application code used on host threads other than
-/// the one that calls [`Context::switch`]. Where the application runs on
-/// the calling thread itself (kvm: the vCPU thread), that thread's own CPU
-/// clock counts it and this reads zero.
+/// CPU time a context's application code used: the time the sentry
+/// reports as the task's user time. On trap it runs on stub threads,
+/// apart from the thread that calls [`Context::switch`]; on kvm it runs on
+/// that thread, whose CPU clock then counts it as well as the sentry's own
+/// work ([`CpuClock::on_calling_thread`]).
 pub trait CpuClock: Send + Sync {
     /// The time used so far; never decreases.
     fn consumed(&self) -> std::time::Duration;
+    /// True if the time is part of the CPU clock of the thread that calls
+    /// `switch` (the rest of that clock being the sentry's), false if it
+    /// was used on other threads.
+    fn on_calling_thread(&self) -> bool {
+        false
+    }
 }
 
 /// The CPU clock of a context whose application code runs on the calling

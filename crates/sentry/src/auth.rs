@@ -117,7 +117,9 @@ pub mod cap {
     pub const NET_BROADCAST: u32 = 11;
     pub const NET_ADMIN: u32 = 12;
     pub const NET_RAW: u32 = 13;
+    pub const IPC_LOCK: u32 = 14;
     pub const SYS_CHROOT: u32 = 18;
+    pub const SYS_PTRACE: u32 = 19;
     pub const SYS_ADMIN: u32 = 21;
     pub const SYS_NICE: u32 = 23;
     pub const SYS_RESOURCE: u32 = 24;

@@ -33,10 +33,12 @@ pub enum Target {
     Thread(i32),
 }
 
-/// The CPU clock a timer runs on: a process's or one thread's.
+/// The CPU clock a timer runs on: a process's or one thread's, or a
+/// process's user time alone (ITIMER_VIRTUAL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuTimeOf {
     Process(i32),
+    ProcessUser(i32),
     Thread(i32),
 }
 
@@ -46,6 +48,10 @@ pub fn cpu_time_of(k: &Kernel, of: CpuTimeOf) -> Option<Duration> {
         CpuTimeOf::Process(pid) => {
             let tg = k.procs.lock().unwrap().group(pid)?;
             Some(tg.cpu_time())
+        }
+        CpuTimeOf::ProcessUser(pid) => {
+            let tg = k.procs.lock().unwrap().group(pid)?;
+            Some(tg.cpu_times().user)
         }
         CpuTimeOf::Thread(tid) => {
             let t = k.procs.lock().unwrap().thread(tid)?;
@@ -380,7 +386,7 @@ impl Timers {
             return *id;
         }
         let (signo, cpu) = match which {
-            g::ITIMER_VIRTUAL => (g::SIGVTALRM, Some(CpuTimeOf::Process(process))),
+            g::ITIMER_VIRTUAL => (g::SIGVTALRM, Some(CpuTimeOf::ProcessUser(process))),
             g::ITIMER_PROF => (g::SIGPROF, Some(CpuTimeOf::Process(process))),
             _ => (g::SIGALRM, None),
         };

@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kvm_bindings::{Msrs, kvm_msr_entry, kvm_regs, kvm_run, kvm_xsave};
 use kvm_ioctls::{VcpuExit, VcpuFd};
@@ -26,7 +26,8 @@ use super::kick::Kick;
 use super::{KvmAddressSpace, Shared, SyscallEntry};
 use crate::arch::vector;
 use crate::{
-    Access, AddressSpace, Context, Event, Exception, ExitCounts, Fault, FpState, Interrupter, PlatformError, Registers,
+    Access, AddressSpace, Context, CpuClock, Event, Exception, ExitCounts, Fault, FpState, Interrupter, PlatformError,
+    Registers,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -340,17 +341,106 @@ pub struct KvmContext {
     shared: Arc<Shared>,
     hold: Arc<Hold>,
     counts: ExitCounts,
+    guest_time: Arc<GuestCpuClock>,
+}
+
+/// The CPU time a context's thread spent running the guest: its host CPU
+/// clock while inside the `KVM_RUN` loop of `switch` (the application's
+/// code, and the host's handling of its exits), read live while it is
+/// there.
+#[derive(Default)]
+struct GuestCpuClock {
+    state: Mutex<GuestTime>,
+}
+
+#[derive(Default)]
+struct GuestTime {
+    /// The CPU clock of the thread that runs the context.
+    clock: Option<libc::clockid_t>,
+    /// Time of the runs that ended.
+    done: Duration,
+    /// The thread's clock when the current run began.
+    since: Option<Duration>,
+}
+
+fn read_cpu_clock(id: libc::clockid_t) -> Option<Duration> {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes only `t`; a clock of a thread that ended fails.
+    let r = unsafe { libc::clock_gettime(id, &mut t) };
+    (r == 0).then(|| Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+}
+
+impl GuestCpuClock {
+    /// The calling thread starts running the guest.
+    fn enter(&self) {
+        let mut s = self.state.lock().unwrap();
+        if s.clock.is_none() {
+            let mut id: libc::clockid_t = 0;
+            // SAFETY: asks for the calling thread's own clock id, written
+            // to `id`.
+            if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) } == 0 {
+                s.clock = Some(id);
+            }
+        }
+        s.since = s.clock.and_then(read_cpu_clock);
+    }
+
+    /// The calling thread is back from the guest.
+    fn leave(&self) {
+        let mut s = self.state.lock().unwrap();
+        if let (Some(id), Some(since)) = (s.clock, s.since.take())
+            && let Some(now) = read_cpu_clock(id)
+        {
+            s.done += now.saturating_sub(since);
+        }
+    }
+}
+
+impl CpuClock for GuestCpuClock {
+    fn consumed(&self) -> Duration {
+        let s = self.state.lock().unwrap();
+        let running = match (s.clock, s.since) {
+            (Some(id), Some(since)) => read_cpu_clock(id).map_or(Duration::ZERO, |now| now.saturating_sub(since)),
+            _ => Duration::ZERO,
+        };
+        s.done + running
+    }
+
+    fn on_calling_thread(&self) -> bool {
+        true
+    }
+}
+
+/// Counts the guest time of one `switch`, however it ends.
+struct InGuest<'a>(&'a GuestCpuClock);
+
+impl<'a> InGuest<'a> {
+    fn new(clock: &'a GuestCpuClock) -> Self {
+        clock.enter();
+        InGuest(clock)
+    }
+}
+
+impl Drop for InGuest<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
 }
 
 impl KvmContext {
     /// A context that gets a vCPU when it first runs.
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        KvmContext { shared, hold: Hold::new(None), counts: ExitCounts::default() }
+        KvmContext { shared, hold: Hold::new(None), counts: ExitCounts::default(), guest_time: Default::default() }
     }
 
     /// A context running on `vcpu`, outside the pool (the start-up probe).
     pub(crate) fn with_vcpu(shared: Arc<Shared>, vcpu: Vcpu) -> Self {
-        KvmContext { shared, hold: Hold::new(Some(vcpu)), counts: ExitCounts::default() }
+        KvmContext {
+            shared,
+            hold: Hold::new(Some(vcpu)),
+            counts: ExitCounts::default(),
+            guest_time: Default::default(),
+        }
     }
 
     /// The vCPU back, for the pool; the probe's exits are not the
@@ -400,6 +490,7 @@ impl Context for KvmContext {
             counts.register_ns += (b - a).as_nanos() as u64;
         }
         let mmio = shared.mmio_base;
+        let in_guest = InGuest::new(&self.guest_time);
         let event = loop {
             let exit = v.run_once(kick, counts)?;
             let t_exit = t_run.map(|t| {
@@ -507,6 +598,7 @@ impl Context for KvmContext {
             }
             break event;
         };
+        drop(in_guest);
         hold.left_guest.store(shared.exit_sequence.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         drop(slot);
         if shared.vcpu_wanted() {
@@ -517,6 +609,10 @@ impl Context for KvmContext {
 
     fn interrupter(&self) -> Arc<dyn Interrupter> {
         self.hold.clone()
+    }
+
+    fn cpu_clock(&self) -> Arc<dyn CpuClock> {
+        self.guest_time.clone()
     }
 
     fn fp_state(&mut self) -> Result<FpState, PlatformError> {

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::synthetic::{DirSource, Owner, SynthDir, SynthFile, SynthSymlink};
-use super::{Dentry, FsError, Inode, Mount};
+use super::{Context, Dentry, FileOps, FileType, FsError, Inode, Mount, OpenFile, OpenFlags, Stat};
+use memory::{GuestSlice, GuestSliceMut};
 
 /// What a descriptor refers to.
 pub enum FdTarget {
@@ -56,6 +57,24 @@ pub trait ProcSource: Send + Sync {
     fn net_files(&self) -> Vec<String>;
     /// Contents of /proc/PID/net/`name`.
     fn net_file(&self, name: &str) -> Option<Vec<u8>>;
+    /// The memory of process `pid`, for /proc/PID/mem, if the calling
+    /// task may reach it (ptrace's attach rule, with its file-system ids):
+    /// PermissionDenied otherwise.
+    fn mem(&self, pid: i32) -> Result<Arc<dyn ProcMem>, FsError>;
+}
+
+/// A process's memory as /proc/PID/mem reaches it: the address space it
+/// had when the file was opened, as long as it lives.
+pub trait ProcMem: Send + Sync {
+    /// False once the address space is gone: reads and writes then move
+    /// nothing and say so with 0.
+    fn alive(&self) -> bool;
+    /// Reads at `addr` within one page; the bytes read, 0 if the page
+    /// cannot be read or the address space is gone.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> usize;
+    /// Writes at `addr` within one page as a debugger does (read-only
+    /// private memory too); the bytes written, 0 if none could be.
+    fn write(&self, addr: u64, data: &[u8]) -> usize;
 }
 
 /// Per-process files with their modes, as Linux's.
@@ -217,7 +236,8 @@ struct ProcessDir {
 
 impl DirSource for ProcessDir {
     fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
-        let names = PROCESS_FILES.iter().map(|(n, _)| *n).chain(["root", "cwd", "exe", "fd", "fdinfo", "net", "task"]);
+        let names =
+            PROCESS_FILES.iter().map(|(n, _)| *n).chain(["root", "cwd", "exe", "fd", "fdinfo", "mem", "net", "task"]);
         names.filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
     }
 
@@ -235,6 +255,9 @@ impl DirSource for ProcessDir {
                 Some(SynthDir::with_source(Box::new(TaskDir { src: src.clone(), pid }), 0o555, owner_of(&src, pid)))
             }
             b"net" => Some(SynthDir::with_source(Box::new(NetDir { src: src.clone() }), 0o555, owner_of(&src, pid))),
+            b"mem" => {
+                Some(Arc::new(MemInode { ino: super::synthetic::next_ino(), owner: owner_of(&src, pid), src, pid }))
+            }
             _ => {
                 let n = std::str::from_utf8(name).ok()?;
                 let &(n, mode) = PROCESS_FILES.iter().find(|(f, _)| *f == n)?;
@@ -310,10 +333,25 @@ struct ThreadDir {
 
 impl DirSource for ThreadDir {
     fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
-        THREAD_FILES.iter().filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i))).collect()
+        THREAD_FILES
+            .iter()
+            .chain(&["mem"])
+            .filter_map(|n| self.lookup(n.as_bytes()).map(|i| (n.as_bytes().to_vec(), i)))
+            .collect()
     }
 
     fn lookup(&self, name: &[u8]) -> Option<Arc<dyn Inode>> {
+        if name == b"mem" {
+            // The process's memory: its threads share it (gdb reads it
+            // through the thread it stopped).
+            let (src, pid) = (self.src.clone(), self.pid);
+            return Some(Arc::new(MemInode {
+                ino: super::synthetic::next_ino(),
+                owner: owner_of(&src, pid),
+                src,
+                pid,
+            }));
+        }
         let n = std::str::from_utf8(name).ok()?;
         let n = *THREAD_FILES.iter().find(|f| **f == n)?;
         let mode = PROCESS_FILES.iter().find(|(f, _)| *f == n).map_or(0o444, |(_, m)| *m);
@@ -427,4 +465,101 @@ pub fn new_procfs(src: Arc<dyn ProcSource>) -> (Arc<dyn Inode>, Arc<dyn Inode>) 
     let root = ProcRoot { src };
     let sys = root.lookup(b"sys").expect("sys");
     (SynthDir::with_source(Box::new(root), 0o555, None), sys)
+}
+
+/// /proc/PID/mem: the process's memory at the file offset, opened by
+/// those ptrace would let attach.
+struct MemInode {
+    ino: u64,
+    owner: Option<Owner>,
+    src: Arc<dyn ProcSource>,
+    pid: i32,
+}
+
+const MEM_MODE: u32 = 0o600;
+
+impl Inode for MemInode {
+    fn file_type(&self) -> FileType {
+        FileType::Regular
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        let mode = FileType::Regular.mode_bits() | MEM_MODE;
+        Ok(super::synthetic::owned_stat(self.ino, mode, 0, 1, super::synthetic::owner_ids(&self.owner)))
+    }
+    fn open(&self, _: &Context, _: &Arc<Dentry>, _: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+        let mem = self.src.mem(self.pid)?;
+        Ok(Arc::new(MemFile { stat: self.stat()?, mem }))
+    }
+}
+
+struct MemFile {
+    stat: Stat,
+    mem: Arc<dyn ProcMem>,
+}
+
+impl MemFile {
+    /// Moves `len` bytes at `offset` a page at a time with `step` (the
+    /// address, the bytes done so far, the count for this piece; returns
+    /// the count moved). Stops at the first page that fails: what moved
+    /// before it is the answer, nothing at all EIO, as Linux's mem_rw.
+    fn each_page(offset: u64, len: usize, mut step: impl FnMut(u64, usize, usize) -> usize) -> Result<usize, FsError> {
+        let mut done = 0;
+        while done < len {
+            let addr = offset.wrapping_add(done as u64);
+            let n = (len - done).min((crate::mm::PAGE - addr % crate::mm::PAGE) as usize);
+            let moved = step(addr, done, n);
+            done += moved;
+            if moved < n {
+                break;
+            }
+        }
+        if done == 0 && len > 0 {
+            return Err(FsError::from_errno(crate::errno::Errno::EIO));
+        }
+        Ok(done)
+    }
+}
+
+impl FileOps for MemFile {
+    fn read(&self, _: &Context, _: &OpenFile, bufs: &[GuestSliceMut<'_>], offset: u64) -> Result<usize, FsError> {
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        if !self.mem.alive() {
+            return Ok(0);
+        }
+        let mut data = vec![0u8; len.min(1 << 20)];
+        let n = Self::each_page(offset, data.len(), |addr, at, n| self.mem.read(addr, &mut data[at..at + n]))?;
+        let mut at = 0;
+        for b in bufs {
+            if at >= n {
+                break;
+            }
+            let k = b.len().min(n - at);
+            b.copy_from(&data[at..at + k]);
+            at += k;
+        }
+        Ok(n)
+    }
+    fn write(&self, _: &Context, _: &OpenFile, bufs: &[GuestSlice<'_>], offset: u64) -> Result<usize, FsError> {
+        let mut data = Vec::new();
+        for b in bufs {
+            let at = data.len();
+            if at >= 1 << 20 {
+                break;
+            }
+            let k = b.len().min((1 << 20) - at);
+            data.resize(at + b.len(), 0);
+            b.copy_to(&mut data[at..]);
+            data.truncate(at + k);
+        }
+        if !self.mem.alive() {
+            return Ok(0);
+        }
+        Self::each_page(offset, data.len(), |addr, at, n| self.mem.write(addr, &data[at..at + n]))
+    }
+    fn stat(&self) -> Result<Stat, FsError> {
+        Ok(self.stat)
+    }
+    fn seekable(&self) -> bool {
+        true
+    }
 }

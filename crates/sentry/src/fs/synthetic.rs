@@ -32,7 +32,7 @@ pub type Owner = Arc<dyn Fn() -> (u32, u32) + Send + Sync>;
 
 /// The owner's user and group id: root's unless `owner` says (as Linux's
 /// /dev, /sys and /proc's own files belong to root).
-fn owner_ids(owner: &Option<Owner>) -> (u32, u32) {
+pub(super) fn owner_ids(owner: &Option<Owner>) -> (u32, u32) {
     owner.as_ref().map_or((0, 0), |o| o())
 }
 
@@ -40,7 +40,7 @@ fn synthetic_stat(ino: u64, mode: u32, size: u64, nlink: u64) -> Stat {
     owned_stat(ino, mode, size, nlink, (0, 0))
 }
 
-fn owned_stat(ino: u64, mode: u32, size: u64, nlink: u64, (uid, gid): (u32, u32)) -> Stat {
+pub(super) fn owned_stat(ino: u64, mode: u32, size: u64, nlink: u64, (uid, gid): (u32, u32)) -> Stat {
     let t = boot_time();
     Stat {
         dev: SYNTHETIC_DEV,

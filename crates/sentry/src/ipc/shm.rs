@@ -46,6 +46,8 @@ pub struct Segment {
     lpid: i32,
     /// What the current attaches map; none while nothing is attached.
     attachment: Weak<ShmAttachment>,
+    /// The real user whose locked memory SHM_LOCK charged the segment to.
+    lock_charged: Option<u32>,
 }
 
 impl IpcObject for Segment {
@@ -120,6 +122,10 @@ impl Drop for ShmAttachment {
 pub struct SharedSegments {
     mf: Arc<MemoryFile>,
     segments: Mutex<Ids<Segment>>,
+    /// Pages of locked segments by the real user charged for them, which
+    /// SHM_LOCK holds to the locker's RLIMIT_MEMLOCK (Linux's per-user
+    /// UCOUNT_RLIMIT_MEMLOCK). Taken after `segments`.
+    locked_pages: Mutex<std::collections::HashMap<u32, u64>>,
     me: Weak<SharedSegments>,
 }
 
@@ -137,7 +143,12 @@ pub enum CtlOut {
 
 impl SharedSegments {
     pub fn new(mf: Arc<MemoryFile>) -> Arc<SharedSegments> {
-        Arc::new_cyclic(|me| SharedSegments { mf, segments: Mutex::new(Ids::default()), me: me.clone() })
+        Arc::new_cyclic(|me| SharedSegments {
+            mf,
+            segments: Mutex::new(Ids::default()),
+            locked_pages: Mutex::new(std::collections::HashMap::new()),
+            me: me.clone(),
+        })
     }
 
     pub fn get(&self, key: i32, size: u64, flags: i32, creds: &Creds, pid: i32) -> Result<i32, Errno> {
@@ -167,6 +178,7 @@ impl SharedSegments {
                     cpid: pid,
                     lpid: 0,
                     attachment: Weak::new(),
+                    lock_charged: None,
                 };
                 segs.add(seg, SHMMNI).ok_or(Errno::ENOSPC)
             }
@@ -239,7 +251,7 @@ impl SharedSegments {
             }
             seg.dtime = now();
             if seg.perm.mode & SHM_DEST != 0 {
-                segs.remove(id);
+                self.destroy(&mut segs, id);
             }
         }
     }
@@ -300,7 +312,7 @@ impl SharedSegments {
             super::IPC_RMID => {
                 seg.perm.check_owner(creds)?;
                 if seg.nattch() == 0 {
-                    segs.remove(id);
+                    self.destroy(&mut segs, id);
                 } else {
                     // Destroyed at the last detach; its key is free for a
                     // new segment at once.
@@ -319,6 +331,21 @@ impl SharedSegments {
                         return Err(Errno::EPERM);
                     }
                 }
+                let mut locked = self.locked_pages.lock().unwrap();
+                let pages = seg.page_count();
+                if cmd == SHM_LOCK && seg.lock_charged.is_none() {
+                    // The limit is in bytes, counted in whole pages.
+                    let charged = locked.get(&creds.uid.real).copied().unwrap_or(0) + pages;
+                    if charged > memlock / PAGE && !creds.has(CAP_IPC_LOCK) {
+                        return Err(Errno::ENOMEM);
+                    }
+                    locked.insert(creds.uid.real, charged);
+                    seg.lock_charged = Some(creds.uid.real);
+                } else if cmd == SHM_UNLOCK
+                    && let Some(uid) = seg.lock_charged.take()
+                {
+                    uncharge(&mut locked, uid, pages);
+                }
                 if cmd == SHM_LOCK {
                     seg.perm.mode |= SHM_LOCKED;
                 } else {
@@ -327,6 +354,15 @@ impl SharedSegments {
                 Ok(CtlOut::Value(0))
             }
             _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Removes segment `id`, giving back the locked memory it was charged.
+    fn destroy(&self, segs: &mut Ids<Segment>, id: i32) {
+        if let Some(seg) = segs.remove(id)
+            && let Some(uid) = seg.lock_charged
+        {
+            uncharge(&mut self.locked_pages.lock().unwrap(), uid, seg.page_count());
         }
     }
 
@@ -359,5 +395,15 @@ impl SharedSegments {
             );
         }
         s
+    }
+}
+
+/// Takes `pages` off what `uid` has locked.
+fn uncharge(locked: &mut std::collections::HashMap<u32, u64>, uid: u32, pages: u64) {
+    if let Some(n) = locked.get_mut(&uid) {
+        *n = n.saturating_sub(pages);
+        if *n == 0 {
+            locked.remove(&uid);
+        }
     }
 }

@@ -139,6 +139,9 @@ pub enum MmError {
     /// Reading the mapped file failed.
     #[error("reading the mapped file: {0}")]
     Io(crate::errno::Errno),
+    /// Locking the memory would pass RLIMIT_MEMLOCK.
+    #[error("locked memory limit reached")]
+    LockLimit,
 }
 
 impl MmError {
@@ -203,6 +206,9 @@ struct State {
     /// pages: a fault there continues the stream (see
     /// [`FAULT_STREAM_ANON_MAX`]).
     anon_stream: (u64, u64),
+    /// How new mappings are locked (mlockall's MCL_FUTURE: Linux's
+    /// mm->def_flags).
+    future_lock: MemLock,
 }
 
 impl State {
@@ -215,6 +221,47 @@ impl State {
     /// Drops the page map's reference to `frame` once the lock is released.
     fn release(&mut self, frame: Frame) {
         self.released.push(frame);
+    }
+
+    /// Pages of the locked mappings (Linux's mm->locked_vm).
+    fn locked_pages(&self) -> u64 {
+        self.vmas.iter().filter(|v| v.locked && v.role != Role::Trampolines).map(|v| v.len() / PAGE).sum()
+    }
+
+    /// True if `pages` more locked pages stay within `limit` (in pages;
+    /// None: no limit, as with CAP_IPC_LOCK).
+    fn may_lock_more(&self, pages: u64, limit: Option<u64>) -> bool {
+        limit.is_none_or(|l| self.locked_pages() + pages <= l)
+    }
+}
+
+/// Whether memory is locked in, and when its pages become resident.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemLock {
+    #[default]
+    Unlocked,
+    /// Locked, every page made resident at once (Linux's VM_LOCKED).
+    Locked,
+    /// Locked, pages resident from their first touch on (MLOCK_ONFAULT,
+    /// MCL_ONFAULT).
+    LockedOnFault,
+}
+
+impl MemLock {
+    fn apply(self, v: &mut Vma) {
+        if v.role == Role::Trampolines {
+            return;
+        }
+        v.locked = self != MemLock::Unlocked;
+        v.lock_onfault = self == MemLock::LockedOnFault;
+    }
+
+    fn of(v: &Vma) -> MemLock {
+        match (v.locked, v.lock_onfault) {
+            (false, _) => MemLock::Unlocked,
+            (true, false) => MemLock::Locked,
+            (true, true) => MemLock::LockedOnFault,
+        }
     }
 }
 
@@ -287,6 +334,11 @@ pub struct MapFlags {
     pub fixed_noreplace: bool,
     pub populate: bool,
     pub grows_down: bool,
+    /// MAP_LOCKED (else the lock mlockall's MCL_FUTURE asked for).
+    pub locked: bool,
+    /// The most pages the address space may have locked (RLIMIT_MEMLOCK),
+    /// None for no limit.
+    pub lock_limit: Option<u64>,
 }
 
 impl MemoryManager {
@@ -306,6 +358,7 @@ impl MemoryManager {
                 charged: 0,
                 rewrites: rewrite::Rewrites::default(),
                 anon_stream: (0, 0),
+                future_lock: MemLock::Unlocked,
             }),
             exe_hold: Mutex::new(None),
         }
@@ -388,6 +441,10 @@ impl MemoryManager {
         if st.map_count() > MAX_MAP_COUNT {
             return Err(MmError::NoMemory);
         }
+        let lock = if flags.locked { MemLock::Locked } else { st.future_lock };
+        if lock != MemLock::Unlocked && !st.may_lock_more(len / PAGE, flags.lock_limit) {
+            return Err(MmError::LockLimit);
+        }
         let start = if flags.fixed || flags.fixed_noreplace {
             if !addr.is_multiple_of(PAGE) {
                 return Err(MmError::Invalid);
@@ -416,6 +473,7 @@ impl MemoryManager {
         self.charge_records(&mut st, 0, 1)?;
         let mut vma = Vma::new(start, start + len, access, backing);
         vma.grows_down = flags.grows_down;
+        lock.apply(&mut vma);
         if let Backing::File { shared: true, .. } = vma.backing {
             vma.max_access = Access::ALL;
         }
@@ -424,6 +482,7 @@ impl MemoryManager {
         if flags.populate && !access.is_none() {
             self.populate_range(&mut st, start, start + len, access.write)?;
         }
+        self.populate_locked(&mut st, start, start + len);
         drop(st);
         Ok(start)
     }
@@ -559,6 +618,7 @@ impl MemoryManager {
         new_len: u64,
         may_move: bool,
         fixed: Option<u64>,
+        lock_limit: Option<u64>,
     ) -> Result<u64, MmError> {
         if !old.is_multiple_of(PAGE) {
             return Err(MmError::Invalid);
@@ -571,6 +631,9 @@ impl MemoryManager {
         let vma = st.vmas.find(old).cloned().filter(|v| v.role != Role::Trampolines).ok_or(MmError::Unmapped)?;
         if old_end > vma.end {
             return Err(MmError::Unmapped);
+        }
+        if vma.locked && new_len > old_len && !st.may_lock_more((new_len - old_len) / PAGE, lock_limit) {
+            return Err(MmError::LockLimit);
         }
         // A move may split the source in two and add the destination:
         // Linux keeps that much room below the limit.
@@ -600,6 +663,7 @@ impl MemoryManager {
             if old_len > new_len {
                 self.unmap_locked(&mut st, old + new_len, old_end);
             }
+            self.populate_locked(&mut st, dest + old_len.min(new_len), dest_end);
             drop(st);
             return r;
         }
@@ -614,6 +678,7 @@ impl MemoryManager {
             && st.vmas.is_free(old_end, ge)
         {
             st.vmas.resize(vma.start, vma.start, ge);
+            self.populate_locked(&mut st, old_end, ge);
             return Ok(old);
         }
         if !may_move || near_limit {
@@ -621,6 +686,7 @@ impl MemoryManager {
         }
         let dest = find_free(&mut st.vmas, new_len, MMAP_TOP).ok_or(MmError::NoMemory)?;
         let r = self.move_locked(&mut st, &vma, old, old_len, dest, new_len);
+        self.populate_locked(&mut st, dest + old_len, dest + new_len);
         drop(st);
         r
     }
@@ -716,10 +782,92 @@ impl MemoryManager {
         Ok(())
     }
 
+    // ---- locking ----
+
+    /// Pages of the locked mappings (VmLck).
+    pub fn locked_pages(&self) -> u64 {
+        self.lock().locked_pages()
+    }
+
+    /// mlock, mlock2 and munlock of `[start, end)` (page-aligned): locks
+    /// or unlocks every mapping of it, which must all be mapped
+    /// (NoMemory). Locking more than `limit` pages in all is LockLimit;
+    /// pages already locked in the range are not counted twice. Newly
+    /// locked pages are made resident unless only on fault.
+    pub fn set_lock(&self, start: u64, end: u64, lock: MemLock, limit: Option<u64>) -> Result<(), MmError> {
+        if end <= start {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        if lock != MemLock::Unlocked && !st.may_lock_more((end - start) / PAGE, limit) {
+            let already: u64 = st
+                .vmas
+                .overlapping(start, end)
+                .filter(|v| v.locked && v.role != Role::Trampolines)
+                .map(|v| (v.end.min(end) - v.start.max(start)) / PAGE)
+                .sum();
+            if limit.is_some_and(|l| st.locked_pages() + (end - start) / PAGE - already > l) {
+                return Err(MmError::LockLimit);
+            }
+        }
+        if !st.vmas.is_fully_mapped(start, end) {
+            return Err(MmError::NoMemory);
+        }
+        // Cutting the range out of a mapping at each end makes two more.
+        self.charge_records(&mut st, 0, 2)?;
+        st.vmas.update(start, end, |v| lock.apply(v));
+        self.populate_locked(&mut st, start, end);
+        drop(st);
+        Ok(())
+    }
+
+    /// mlockall and munlockall: new mappings are locked as `future` says,
+    /// and if `current` is given, every present mapping is locked (or
+    /// unlocked) so. Locking all that is mapped must not pass `limit`
+    /// pages (LockLimit).
+    pub fn set_lock_all(&self, current: Option<MemLock>, future: MemLock, limit: Option<u64>) -> Result<(), MmError> {
+        let mut st = self.lock();
+        if current.is_some_and(|c| c != MemLock::Unlocked) {
+            let total: u64 = st.vmas.iter().filter(|v| v.role != Role::Trampolines).map(|v| v.len() / PAGE).sum();
+            if limit.is_some_and(|l| total > l) {
+                return Err(MmError::LockLimit);
+            }
+        }
+        st.future_lock = future;
+        if let Some(c) = current {
+            st.vmas.update(0, USER_TOP, |v| c.apply(v));
+            self.populate_locked(&mut st, 0, USER_TOP);
+        }
+        drop(st);
+        Ok(())
+    }
+
+    /// Makes the pages of the mappings in `[start, end)` that are locked
+    /// (not only on fault) resident, as Linux populates mlocked memory:
+    /// written (copy-on-write broken) where the mapping is private and
+    /// writable. Memory running out leaves the rest to fault in later.
+    fn populate_locked(&self, st: &mut State, start: u64, end: u64) {
+        let todo: Vec<(u64, u64, bool)> = st
+            .vmas
+            .overlapping(start, end)
+            .filter(|v| MemLock::of(v) == MemLock::Locked && !v.access.is_none())
+            .map(|v| (v.start.max(start), v.end.min(end), v.access.write && v.is_private()))
+            .collect();
+        for (s, e, write) in todo {
+            if let Err(e) = self.populate_range(st, s, e, write)
+                && e.is_out_of_memory()
+            {
+                break;
+            }
+        }
+    }
+
     // ---- heap ----
 
     /// The brk system call: moves the end of the heap and returns it.
-    pub fn brk(&self, new: u64) -> u64 {
+    /// Growth locked by mlockall(MCL_FUTURE) must stay within `lock_limit`
+    /// pages of locked memory.
+    pub fn brk(&self, new: u64, lock_limit: Option<u64>) -> u64 {
         let mut st = self.lock();
         let cur = st.brk;
         if new < st.brk_start {
@@ -734,10 +882,17 @@ impl MemoryManager {
             if !extends_heap && (st.map_count() > MAX_MAP_COUNT || self.charge_records(&mut st, 0, 1).is_err()) {
                 return cur;
             }
+            // Linux counts the bytes asked for, in whole pages.
+            let lock = st.future_lock;
+            if lock != MemLock::Unlocked && !st.may_lock_more((new - cur) / PAGE, lock_limit) {
+                return cur;
+            }
             let mut v = Vma::new(old_end, new_end, Access::READ_WRITE, Backing::Anonymous);
             v.role = Role::Heap;
+            lock.apply(&mut v);
             st.vmas.insert(v);
             st.vmas.merge_around(old_end, new_end);
+            self.populate_locked(&mut st, old_end, new_end);
         } else if new_end < old_end {
             self.unmap_locked(&mut st, new_end, old_end);
         }
@@ -1103,6 +1258,8 @@ impl MemoryManager {
         let (pages, vmas) = (st.pages.len(), st.vmas.len());
         child.charge_records(&mut cs, pages, vmas)?;
         cs.vmas = st.vmas.clone();
+        // Locks are not inherited: the child's memory is its own to lock.
+        cs.vmas.update(0, USER_TOP, |v| MemLock::Unlocked.apply(v));
         cs.brk_start = st.brk_start;
         cs.brk = st.brk;
         cs.rewrites = st.rewrites.forked();

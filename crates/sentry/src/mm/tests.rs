@@ -356,15 +356,15 @@ fn shared_anonymous_memory_survives_fork() {
 fn brk_grows_and_shrinks() {
     let (mf, _, mm) = setup();
     mm.set_brk_start(0x60_0000);
-    assert_eq!(mm.brk(0), 0x60_0000);
-    assert_eq!(mm.brk(0x60_0000 + 10_000), 0x60_0000 + 10_000);
+    assert_eq!(mm.brk(0, None), 0x60_0000);
+    assert_eq!(mm.brk(0x60_0000 + 10_000, None), 0x60_0000 + 10_000);
     mm.copy_out(0x60_0000 + 9_999, &[1]).unwrap();
     assert!(mm.copy_out(0x60_0000 + 12_288, &[1]).is_err(), "heap ends at the rounded brk");
-    assert_eq!(mm.brk(0x60_0000), 0x60_0000);
+    assert_eq!(mm.brk(0x60_0000, None), 0x60_0000);
     assert!(mm.copy_in(0x60_0000, &mut [0]).is_err());
     assert_eq!(mf.stats().frames_in_use, 0);
     anon(&mm, 0x60_4000, 4096, RW);
-    assert_eq!(mm.brk(0x60_8000), 0x60_0000, "brk refuses to grow over a mapping");
+    assert_eq!(mm.brk(0x60_8000, None), 0x60_0000, "brk refuses to grow over a mapping");
 }
 
 #[test]
@@ -372,17 +372,17 @@ fn mremap_grows_in_place_or_moves() {
     let (_, _, mm) = setup();
     let a = anon(&mm, 0x100_0000, 4096, RW);
     mm.copy_out(a, b"data").unwrap();
-    assert_eq!(mm.remap(a, 4096, 8192, false, None).unwrap(), a, "room after it: grows in place");
+    assert_eq!(mm.remap(a, 4096, 8192, false, None, None).unwrap(), a, "room after it: grows in place");
     anon(&mm, a + 8192, 4096, RW);
-    assert!(matches!(mm.remap(a, 8192, 16384, false, None), Err(MmError::NoMemory)));
-    let b = mm.remap(a, 8192, 16384, true, None).unwrap();
+    assert!(matches!(mm.remap(a, 8192, 16384, false, None, None), Err(MmError::NoMemory)));
+    let b = mm.remap(a, 8192, 16384, true, None, None).unwrap();
     assert_ne!(a, b);
     let mut buf = [0u8; 4];
     mm.copy_in(b, &mut buf).unwrap();
     assert_eq!(&buf, b"data");
     assert!(mm.copy_in(a, &mut buf).is_err(), "the old range is gone");
-    assert_eq!(mm.remap(b, 16384, 4096, false, None).unwrap(), b);
-    let c = mm.remap(b, 4096, 4096, true, Some(0x900_0000)).unwrap();
+    assert_eq!(mm.remap(b, 16384, 4096, false, None, None).unwrap(), b);
+    let c = mm.remap(b, 4096, 4096, true, Some(0x900_0000), None).unwrap();
     assert_eq!(c, 0x900_0000);
     mm.copy_in(c, &mut buf).unwrap();
     assert_eq!(&buf, b"data");
@@ -513,8 +513,8 @@ fn the_reserved_range_is_never_given() {
     assert!(big + 2 * (r.end - r.start) <= r.start);
     // Moving or growing into it fails as an address that cannot be given.
     let a = anon(&mm, 0x100_0000, 4096, RW);
-    assert!(matches!(mm.remap(a, 4096, 4096, true, Some(r.start)), Err(MmError::NoMemory)));
-    assert!(matches!(mm.remap(below, 4096, 8192, false, None), Err(MmError::NoMemory)));
+    assert!(matches!(mm.remap(a, 4096, 4096, true, Some(r.start), None), Err(MmError::NoMemory)));
+    assert!(matches!(mm.remap(below, 4096, 8192, false, None, None), Err(MmError::NoMemory)));
     // A hint there is only a hint.
     let hinted = mm.map(r.start + 0x10_0000, 4096, RW, Backing::Anonymous, MapFlags::default()).unwrap();
     assert!(hinted + 4096 <= r.start || hinted >= r.end);

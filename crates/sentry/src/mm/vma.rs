@@ -82,9 +82,12 @@ pub struct Vma {
     /// The area grows down on faults below it (the main stack).
     pub grows_down: bool,
     pub role: Role,
-    /// MAP_NORESERVE or similar hints carry no semantics here; recorded for
-    /// /proc only.
+    /// Locked in memory (mlock, mlockall, MAP_LOCKED: Linux's VM_LOCKED):
+    /// counted against RLIMIT_MEMLOCK and kept resident.
     pub locked: bool,
+    /// Locked, but pages become resident only when first touched
+    /// (MLOCK_ONFAULT, MCL_ONFAULT: Linux's VM_LOCKONFAULT).
+    pub lock_onfault: bool,
 }
 
 impl Vma {
@@ -98,6 +101,7 @@ impl Vma {
             grows_down: false,
             role: Role::Plain,
             locked: false,
+            lock_onfault: false,
         }
     }
 
@@ -136,6 +140,7 @@ impl Vma {
             && self.grows_down == next.grows_down
             && self.role == next.role
             && self.locked == next.locked
+            && self.lock_onfault == next.lock_onfault
             && self.backing.continues(&next.backing, self.len())
     }
 }

@@ -43,6 +43,8 @@ impl From<MmError> for Errno {
             MmError::TooLow => Errno::EPERM,
             MmError::TooLong => Errno::ENAMETOOLONG,
             MmError::Io(e) => e,
+            // mmap, mremap and brk's answer; mlock's is ENOMEM.
+            MmError::LockLimit => Errno::EAGAIN,
         }
     }
 }

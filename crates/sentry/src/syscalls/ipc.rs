@@ -199,6 +199,7 @@ pub fn shmat(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let mflags = MapFlags {
         fixed: fixed && flags & SHM_REMAP != 0,
         fixed_noreplace: fixed && flags & SHM_REMAP == 0,
+        lock_limit: super::mm::lock_limit(task),
         ..Default::default()
     };
     let backing = Backing::File { file: attach.file, offset: 0, shared: true, name: None };
@@ -278,9 +279,6 @@ pub fn shmctl(task: &mut Task, a: &[u64; 6]) -> SysResult {
 
 // ---- another process's memory ----
 
-/// CAP_SYS_PTRACE: may reach any process's memory.
-const CAP_SYS_PTRACE: u32 = 19;
-
 pub fn process_vm_readv(task: &mut Task, a: &[u64; 6]) -> SysResult {
     process_vm(task, a, false)
 }
@@ -289,26 +287,10 @@ pub fn process_vm_writev(task: &mut Task, a: &[u64; 6]) -> SysResult {
     process_vm(task, a, true)
 }
 
-/// Linux's ptrace_may_access with PTRACE_MODE_ATTACH_REALCREDS: the
-/// caller's own process; else a target whose user and group ids (real,
-/// effective and saved) all are the caller's real ones and which is
-/// dumpable; else CAP_SYS_PTRACE.
+/// Linux's ptrace_may_access with PTRACE_MODE_ATTACH_REALCREDS (see
+/// [`crate::task::may_access`]).
 pub(super) fn may_access(task: &Task, target: &crate::task::ThreadGroup) -> Result<(), Errno> {
-    if target.tgid == task.tg.tgid {
-        return Ok(());
-    }
-    let me = task.tg.creds();
-    if me.has(CAP_SYS_PTRACE) {
-        return Ok(());
-    }
-    let them = target.creds();
-    let (uid, gid) = (me.uid.real, me.gid.real);
-    let same_ids = [them.uid.real, them.uid.effective, them.uid.saved].iter().all(|u| *u == uid)
-        && [them.gid.real, them.gid.effective, them.gid.saved].iter().all(|g| *g == gid);
-    if !same_ids || target.state.lock().unwrap().undumpable {
-        return Err(Errno::EPERM);
-    }
-    Ok(())
+    crate::task::may_access(&task.tg, target, false)
 }
 
 /// process_vm_readv and process_vm_writev: copies between the caller's

@@ -5,7 +5,7 @@ use platform::Access;
 
 use super::{SysResult, file};
 use crate::errno::Errno;
-use crate::mm::{Backing, MapFlags, PAGE, SharedMemory, USER_TOP, page_up};
+use crate::mm::{Backing, MapFlags, MemLock, MmError, PAGE, SharedMemory, USER_TOP, page_down, page_up};
 use crate::task::Task;
 
 /// The access `prot` asks for. mprotect refuses unknown bits (`strict`);
@@ -48,6 +48,9 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
         | (g::MAP_HUGE_MASK << g::MAP_HUGE_SHIFT);
     if kind == g::MAP_SHARED_VALIDATE && flags & !known != 0 {
         return Err(Errno::EOPNOTSUPP.into());
+    }
+    if flags & g::MAP_LOCKED != 0 && !may_lock(task) {
+        return Err(Errno::EPERM.into());
     }
     if flags & g::MAP_HUGETLB != 0 {
         // No huge page pool in the sandbox, as on a host with none reserved.
@@ -115,6 +118,8 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
         fixed_noreplace: flags & g::MAP_FIXED_NOREPLACE != 0,
         populate: flags & g::MAP_POPULATE != 0 && flags & g::MAP_NONBLOCK == 0,
         grows_down: flags & g::MAP_GROWSDOWN != 0,
+        locked: flags & g::MAP_LOCKED != 0,
+        lock_limit: lock_limit(task),
     };
     let at = task.mm.map(addr, len, access, backing, mflags)?;
     if max_access != Access::ALL {
@@ -143,7 +148,8 @@ pub fn mremap(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL.into());
     }
     let fixed = (flags & g::MREMAP_FIXED != 0).then_some(a[4]);
-    Ok(task.mm.remap(a[0], a[1], a[2], flags & g::MREMAP_MAYMOVE != 0, fixed)?)
+    let limit = lock_limit(task);
+    Ok(task.mm.remap(a[0], a[1], a[2], flags & g::MREMAP_MAYMOVE != 0, fixed, limit)?)
 }
 
 pub fn madvise(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -183,7 +189,8 @@ pub fn madvise(task: &mut Task, a: &[u64; 6]) -> SysResult {
 }
 
 pub fn brk(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    Ok(task.mm.brk(a[0]))
+    let limit = lock_limit(task);
+    Ok(task.mm.brk(a[0], limit))
 }
 
 pub fn msync(task: &mut Task, a: &[u64; 6]) -> SysResult {
@@ -218,8 +225,93 @@ pub fn msync(task: &mut Task, a: &[u64; 6]) -> SysResult {
     Ok(0)
 }
 
-/// mlock, munlock, mlockall, munlockall: every page stays resident anyway.
-pub fn mlock(_task: &mut Task, _a: &[u64; 6]) -> SysResult {
+/// The most pages the process may lock (RLIMIT_MEMLOCK's soft limit),
+/// None with CAP_IPC_LOCK, which lifts the limit.
+pub(super) fn lock_limit(task: &Task) -> Option<u64> {
+    if task.tg.creds().has(crate::auth::cap::IPC_LOCK) {
+        return None;
+    }
+    Some(task.tg.rlimit(g::RLIMIT_MEMLOCK).cur / PAGE)
+}
+
+/// Linux's can_do_mlock(): a limit of 0 forbids locking at all (EPERM)
+/// without CAP_IPC_LOCK.
+fn may_lock(task: &Task) -> bool {
+    task.tg.rlimit(g::RLIMIT_MEMLOCK).cur != 0 || task.tg.creds().has(crate::auth::cap::IPC_LOCK)
+}
+
+/// The page-aligned range of an mlock-family call: from the page of
+/// `addr` through the page of its last byte. EINVAL if it wraps.
+fn lock_range(addr: u64, len: u64) -> Result<(u64, u64), Errno> {
+    let start = page_down(addr);
+    let len = page_up(len + (addr - start)).ok_or(Errno::EINVAL)?;
+    let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
+    Ok((start, end))
+}
+
+/// mlock's errors: more than the limit is ENOMEM, as is a hole.
+fn lock_error(e: MmError) -> Errno {
+    match e {
+        MmError::LockLimit => Errno::ENOMEM,
+        e => e.into(),
+    }
+}
+
+fn do_mlock(task: &mut Task, addr: u64, len: u64, lock: MemLock) -> SysResult {
+    if lock != MemLock::Unlocked && !may_lock(task) {
+        return Err(Errno::EPERM.into());
+    }
+    let (start, end) = lock_range(addr, len)?;
+    let limit = lock_limit(task);
+    task.mm.set_lock(start, end, lock, limit).map_err(lock_error)?;
+    Ok(0)
+}
+
+/// mlock(2): locks the pages of a range and makes them resident.
+pub fn mlock(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    do_mlock(task, a[0], a[1], MemLock::Locked)
+}
+
+/// mlock2(2): mlock, or with MLOCK_ONFAULT, locking each page as it is
+/// first touched.
+pub fn mlock2(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    const MLOCK_ONFAULT: u64 = 1;
+    if a[2] & !MLOCK_ONFAULT != 0 {
+        return Err(Errno::EINVAL.into());
+    }
+    let lock = if a[2] & MLOCK_ONFAULT != 0 { MemLock::LockedOnFault } else { MemLock::Locked };
+    do_mlock(task, a[0], a[1], lock)
+}
+
+/// munlock(2): needs no privilege.
+pub fn munlock(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    do_mlock(task, a[0], a[1], MemLock::Unlocked)
+}
+
+/// mlockall(2): MCL_CURRENT locks what is mapped, MCL_FUTURE what will
+/// be, MCL_ONFAULT makes either lock on fault.
+pub fn mlockall(task: &mut Task, a: &[u64; 6]) -> SysResult {
+    const MCL_CURRENT: u64 = 1;
+    const MCL_FUTURE: u64 = 2;
+    const MCL_ONFAULT: u64 = 4;
+    let flags = a[0];
+    if flags == 0 || flags & !(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0 || flags == MCL_ONFAULT {
+        return Err(Errno::EINVAL.into());
+    }
+    if !may_lock(task) {
+        return Err(Errno::EPERM.into());
+    }
+    let lock = if flags & MCL_ONFAULT != 0 { MemLock::LockedOnFault } else { MemLock::Locked };
+    let current = (flags & MCL_CURRENT != 0).then_some(lock);
+    let future = if flags & MCL_FUTURE != 0 { lock } else { MemLock::Unlocked };
+    let limit = lock_limit(task);
+    task.mm.set_lock_all(current, future, limit).map_err(lock_error)?;
+    Ok(0)
+}
+
+/// munlockall(2).
+pub fn munlockall(task: &mut Task, _a: &[u64; 6]) -> SysResult {
+    task.mm.set_lock_all(Some(MemLock::Unlocked), MemLock::Unlocked, None)?;
     Ok(0)
 }
 

@@ -158,7 +158,8 @@ fn write_rusage(task: &Task, addr: u64, out: Option<&WaitOutcome>) -> Result<(),
     }
     let mut r = <g::rusage as crate::abi::Pod>::zeroed();
     if let Some(o) = out {
-        r.ru_utime = timeval_of(std::time::Duration::from_nanos(o.cpu_ns));
+        r.ru_utime = timeval_of(o.cpu.user);
+        r.ru_stime = timeval_of(o.cpu.system);
     }
     task.mm.write_pod(addr, &r)?;
     Ok(())
@@ -791,15 +792,14 @@ pub fn getrusage(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL.into());
     }
     let mut r = <g::rusage as crate::abi::Pod>::zeroed();
-    // The sentry does not tell the application's time from its own
-    // handling: all of it is user time.
-    if who == g::RUSAGE_CHILDREN {
-        r.ru_utime = timeval_of(task.tg.children_cpu_time());
+    let t = if who == g::RUSAGE_CHILDREN {
+        task.tg.children_cpu_times()
     } else {
-        r.ru_utime =
-            timeval_of(if who == g::RUSAGE_THREAD as i32 { task.shared.cpu_time() } else { task.tg.cpu_time() });
         r.ru_maxrss = (task.mm.resident_pages() * 4) as _;
-    }
+        if who == g::RUSAGE_THREAD as i32 { task.shared.cpu_times() } else { task.tg.cpu_times() }
+    };
+    r.ru_utime = timeval_of(t.user);
+    r.ru_stime = timeval_of(t.system);
     task.mm.write_pod(a[1], &r)?;
     Ok(0)
 }
@@ -807,7 +807,8 @@ pub fn getrusage(task: &mut Task, a: &[u64; 6]) -> SysResult {
 pub fn times(task: &mut Task, a: &[u64; 6]) -> SysResult {
     let ticks = |d: std::time::Duration| (d.as_millis() / 10) as u64;
     if a[0] != 0 {
-        let v = [ticks(task.tg.cpu_time()), 0u64, ticks(task.tg.children_cpu_time()), 0];
+        let (own, children) = (task.tg.cpu_times(), task.tg.children_cpu_times());
+        let v = [ticks(own.user), ticks(own.system), ticks(children.user), ticks(children.system)];
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         task.mm.copy_out(a[0], &bytes)?;
     }

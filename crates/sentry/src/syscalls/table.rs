@@ -161,9 +161,10 @@ table! {
     ioprio_set => sched::ioprio_set, [Int, Int, Hex], Int;
     ioprio_get => sched::ioprio_get, [Int, Int], Int;
     mlock => mm::mlock, [Ptr, UInt], Int;
-    munlock => mm::mlock, [Ptr, UInt], Int;
-    mlockall => mm::mlock, [Hex], Int;
-    munlockall => mm::mlock, [], Int;
+    mlock2 => mm::mlock2, [Ptr, UInt, Hex], Int;
+    munlock => mm::munlock, [Ptr, UInt], Int;
+    mlockall => mm::mlockall, [Hex], Int;
+    munlockall => mm::munlockall, [], Int;
     prctl => process::prctl, [Int, Hex, Hex, Hex, Hex], Int;
     arch_prctl => process::arch_prctl, [Hex, Hex], Int;
     setrlimit => process::setrlimit, [Int, Ptr], Int;

@@ -54,9 +54,10 @@ fn write_itimerval(task: &Task, addr: u64, s: Setting) -> Result<(), SysError> {
 fn itimer(task: &Task, which: u64) -> Result<(u32, Option<Duration>), SysError> {
     match which as u32 {
         g::ITIMER_REAL => Ok((g::ITIMER_REAL, None)),
-        // All CPU time is user time here (see getrusage), so the virtual
-        // and profiling timers run on the same clock.
-        w @ (g::ITIMER_VIRTUAL | g::ITIMER_PROF) if which <= u32::MAX as u64 => Ok((w, Some(task.tg.cpu_time()))),
+        // The virtual timer counts user time, the profiling timer both.
+        _ if which > u32::MAX as u64 => Err(Errno::EINVAL.into()),
+        g::ITIMER_VIRTUAL => Ok((g::ITIMER_VIRTUAL, Some(task.tg.cpu_times().user))),
+        g::ITIMER_PROF => Ok((g::ITIMER_PROF, Some(task.tg.cpu_time()))),
         _ => Err(Errno::EINVAL.into()),
     }
 }

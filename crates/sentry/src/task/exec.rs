@@ -29,6 +29,12 @@ impl Task {
         while self.tg.threads.lock().unwrap().len() > 1 {
             self.shared.waiter.sleep(None);
         }
+        // A traced leader that exited before is released without a report,
+        // as Linux's de_thread releases it.
+        let delayed = self.tg.state.lock().unwrap().delayed_leader.take();
+        if let Some(l) = delayed {
+            super::ptrace::untrace(&l.0);
+        }
         let old = self.tid();
         let leader = self.tg.tgid;
         if old != leader {

@@ -95,7 +95,7 @@ pub fn exit_thread(mut task: Task) {
         }
     }
     task.release_robust_futexes();
-    let cpu_ns = task.shared.stop_cpu_clock();
+    let cpu = task.shared.stop_cpu_clock();
     let tid = task.tid();
     let last = {
         let _moving = tg.cpu_accounting.lock().unwrap();
@@ -104,7 +104,7 @@ pub fn exit_thread(mut task: Task) {
             threads.retain(|t| !Arc::ptr_eq(t, &task.shared));
             threads.is_empty()
         };
-        tg.state.lock().unwrap().dead_threads_ns += cpu_ns;
+        tg.state.lock().unwrap().dead_threads_cpu += cpu;
         last
     };
     // Process signals this thread was to take go to another thread.
@@ -112,14 +112,26 @@ pub fn exit_thread(mut task: Task) {
         super::signals::retarget_shared(&task.shared, crate::signal::SigSet(u64::MAX));
     }
     kernel.procs.lock().unwrap().remove_thread(tid);
-    let thread_status = {
+    let leader = tid == tg.tgid;
+    let (thread_status, delayed_leader) = {
         let mut st = tg.state.lock().unwrap();
-        if last && st.exit.is_none() {
-            st.exit = Some(ExitStatus::Exited(task.exit_code.unwrap_or(0)));
+        if leader && !last {
+            st.leader_exit_code = task.exit_code;
         }
-        st.exit.unwrap_or(ExitStatus::Exited(task.exit_code.unwrap_or(0)))
+        // Without a group exit, the process ends with what its leader
+        // exited with, as Linux reports the leader's exit code.
+        if last && st.exit.is_none() {
+            st.exit = Some(ExitStatus::Exited(st.leader_exit_code.or(task.exit_code).unwrap_or(0)));
+        }
+        let status = st.exit.unwrap_or(ExitStatus::Exited(task.exit_code.unwrap_or(0)));
+        (status, if last { st.delayed_leader.take() } else { None })
     };
-    let parent_deferred = super::ptrace::tracee_exited(&kernel, &task.shared, last, thread_status);
+    let mut parent_deferred = super::ptrace::tracee_exited(&kernel, &task.shared, last, thread_status);
+    // The process ends with a traced leader that went before: its tracer
+    // collects it now, with the process's status.
+    if let Some(l) = delayed_leader {
+        parent_deferred |= super::ptrace::tracee_exited(&kernel, &l.0, true, thread_status);
+    }
     tg.thread_events.notify_all();
     // Release the vCPU and the process's resources with the last reference:
     // the address space before the descriptors (the task's fields drop in

@@ -8,12 +8,14 @@
 mod block;
 mod clone;
 mod cpu;
+pub use cpu::CpuTimes;
 pub mod exec;
 mod exit;
 pub mod mounts;
 pub mod pidfd;
 mod proc_source;
 pub mod ptrace;
+pub use ptrace::may_access;
 mod run;
 pub mod signalfd;
 mod signals;
@@ -187,8 +189,9 @@ pub struct TaskShared {
     /// The task must exit at its next chance (group exit, SIGKILL, exec of
     /// another thread).
     killed: AtomicBool,
-    /// CPU time the task used, recorded when it exits.
-    pub cpu_ns: AtomicU64,
+    /// CPU time the task used (user, system), recorded when it exits.
+    pub cpu_user_ns: AtomicU64,
+    pub cpu_system_ns: AtomicU64,
     /// Where its CPU time is read while it runs.
     cpu_source: Mutex<Option<cpu::CpuSource>>,
     /// The thread's name (PR_SET_NAME, at most 15 bytes).
@@ -297,7 +300,8 @@ impl TaskShared {
             waiter: Waiter::new(),
             interrupter: Mutex::new(None),
             killed: AtomicBool::new(false),
-            cpu_ns: AtomicU64::new(0),
+            cpu_user_ns: AtomicU64::new(0),
+            cpu_system_ns: AtomicU64::new(0),
             cpu_source: Mutex::new(None),
             comm: Mutex::new(Vec::new()),
             no_new_privs: AtomicBool::new(false),
@@ -439,8 +443,8 @@ pub struct GroupState {
     /// The process has called execve (setpgid on it then fails).
     pub did_exec: bool,
     /// CPU time of threads that have exited, and of reaped children.
-    pub dead_threads_ns: u64,
-    pub children_ns: u64,
+    pub dead_threads_cpu: cpu::CpuTimes,
+    pub children_cpu: cpu::CpuTimes,
     /// Signal sent to this process when its parent dies (PR_SET_PDEATHSIG).
     pub pdeath_signal: u32,
     /// The thread of the parent that created this process (its parent
@@ -454,6 +458,22 @@ pub struct GroupState {
     /// SIGKILL came, even after the process began to exit otherwise: it
     /// ends a tracee's stop on the way out.
     pub sigkilled: bool,
+    /// The leader's own exit code, once it has exited while other
+    /// threads run on: the process's status unless a group exit sets one.
+    pub leader_exit_code: Option<u8>,
+    /// A traced leader that exited before its other threads: its tracer
+    /// collects it once the last of them is gone (Linux's
+    /// delay_group_leader).
+    pub delayed_leader: Option<DelayedLeader>,
+}
+
+/// A leader whose exit waits for its process's other threads.
+pub struct DelayedLeader(pub Arc<TaskShared>);
+
+impl std::fmt::Debug for DelayedLeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DelayedLeader({})", self.0.tid())
+    }
 }
 
 impl GroupState {
@@ -476,7 +496,7 @@ pub struct ThreadGroup {
     /// Live threads.
     pub threads: Mutex<Vec<Arc<TaskShared>>>,
     /// Held while a thread's time moves from the live threads to
-    /// `dead_threads_ns`, and while the process's time is summed, so that a
+    /// `dead_threads_cpu`, and while the process's time is summed, so that a
     /// sum counts an exiting thread once.
     pub(crate) cpu_accounting: Mutex<()>,
     pub state: Mutex<GroupState>,

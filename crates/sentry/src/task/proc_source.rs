@@ -171,7 +171,9 @@ fn status(k: &Kernel, tg: &Arc<ThreadGroup>, thread: Option<&Arc<TaskShared>>, c
     let _ = writeln!(s, "NSpid:\t{tid}\nNSpgid:\t{}\nNSsid:\t{}", ids_of(k, pid).1, ids_of(k, pid).2);
     if size > 0 {
         let kb = |pages: u64| pages * 4;
-        let _ = writeln!(s, "VmSize:\t{:8} kB\nVmRSS:\t{:8} kB", kb(size), kb(resident));
+        let locked = tg.view.lock().unwrap().as_ref().map_or(0, |v| v.mm.locked_pages());
+        let _ = writeln!(s, "VmSize:\t{:8} kB\nVmLck:\t{:8} kB", kb(size), kb(locked));
+        let _ = writeln!(s, "VmRSS:\t{:8} kB", kb(resident));
         let _ = writeln!(s, "RssAnon:\t{:8} kB\nRssFile:\t{:8} kB", kb(resident - file_pages), kb(file_pages));
         let _ = writeln!(s, "VmData:\t{:8} kB\nVmExe:\t{:8} kB", kb(data), kb(text));
     }
@@ -203,9 +205,10 @@ fn stat(k: &Kernel, tg: &Arc<ThreadGroup>, thread: Option<&Arc<TaskShared>>, com
     let (ppid, pgid, sid) = ids_of(k, pid);
     let (letter, _) = state_of(tg, thread.map(|t| t.tid()));
     let threads = tg.threads.lock().unwrap().len();
-    let (own, children) = cpu_ns(tg);
-    let utime = ticks(thread.map_or(own, |t| t.cpu_time().as_nanos() as u64));
-    let cutime = ticks(children);
+    let own = thread.map_or_else(|| tg.cpu_times(), |t| t.cpu_times());
+    let children = tg.children_cpu_times();
+    let t = |d: std::time::Duration| ticks(d.as_nanos() as u64);
+    let (utime, stime, cutime, cstime) = (t(own.user), t(own.system), t(children.user), t(children.system));
     let exit_signal = tg.state.lock().unwrap().exit_signal;
     let start = ticks(started.saturating_duration_since(k.started).as_nanos() as u64);
     let (size, resident, ..) = memory_of(tg);
@@ -215,7 +218,7 @@ fn stat(k: &Kernel, tg: &Arc<ThreadGroup>, thread: Option<&Arc<TaskShared>>, com
     // majflt cmajflt utime stime cutime cstime priority nice num_threads
     // itrealvalue starttime vsize rss ...
     let mut s = format!(
-        "{tid} ({}) {letter} {ppid} {pgid} {sid} 0 -1 4194304 {minflt} 0 0 0 {utime} 0 {cutime} 0 20 0 {threads} 0 \
+        "{tid} ({}) {letter} {ppid} {pgid} {sid} 0 -1 4194304 {minflt} 0 0 0 {utime} {stime} {cutime} {cstime} 20 0 {threads} 0 \
          {start} {vsize} {resident}",
         String::from_utf8_lossy(comm)
     );
@@ -293,6 +296,15 @@ impl ProcSource for KernelProcSource {
         let ino = f.ops.stat().map_or(0, |s| s.ino);
         let extra = f.ops.fdinfo();
         Some(format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t{mnt_id}\nino:\t{ino}\n{extra}").into_bytes())
+    }
+
+    fn mem(&self, pid: i32) -> Result<Arc<dyn crate::fs::proc::ProcMem>, FsError> {
+        let k = self.kernel.upgrade().ok_or(FsError::NotFound)?;
+        let tg = k.procs.lock().unwrap().group(pid).ok_or(FsError::NotFound)?;
+        let caller = super::current_opt().ok_or(FsError::PermissionDenied)?;
+        super::may_access(&caller.tg, &tg, true).map_err(|_| FsError::PermissionDenied)?;
+        let mm = tg.view.lock().unwrap().as_ref().map(|v| Arc::downgrade(&v.mm)).unwrap_or_default();
+        Ok(Arc::new(ProcessMemory { mm }))
     }
 
     fn write_file(&self, pid: i32, name: &str, data: &[u8]) -> Result<(), FsError> {
@@ -698,6 +710,7 @@ fn smaps_block(out: &mut Vec<u8>, v: &Vma, pages: u64) {
         (v.max_access.execute, "me"),
         (!v.is_private(), "ms"),
         (v.grows_down, "gd"),
+        (v.locked, "lo"),
     ] {
         if on {
             flags.push(f);
@@ -937,4 +950,31 @@ fn maps_line(out: &mut Vec<u8>, v: &crate::mm::Vma) {
         }
     }
     out.push(b'\n');
+}
+
+/// A process's memory for /proc/PID/mem: its address space at open, not
+/// kept alive by the file (once the process exits or execs, reads and
+/// writes find nothing, as Linux's).
+struct ProcessMemory {
+    mm: Weak<crate::mm::MemoryManager>,
+}
+
+impl crate::fs::proc::ProcMem for ProcessMemory {
+    fn alive(&self) -> bool {
+        self.mm.strong_count() > 0
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> usize {
+        match self.mm.upgrade() {
+            Some(mm) if mm.copy_in(addr, buf).is_ok() => buf.len(),
+            _ => 0,
+        }
+    }
+
+    fn write(&self, addr: u64, data: &[u8]) -> usize {
+        match self.mm.upgrade() {
+            Some(mm) if mm.poke(addr, data).is_ok() => data.len(),
+            _ => 0,
+        }
+    }
 }

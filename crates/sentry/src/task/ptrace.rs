@@ -600,8 +600,14 @@ pub(super) fn tracee_report(
                 continue;
             }
             let (code, si_status) = status.child_code();
-            let out =
-                super::WaitOutcome { pid: t.tid(), status: status.wait_status(), code, si_status, cpu_ns: 0, uid };
+            let out = super::WaitOutcome {
+                pid: t.tid(),
+                status: status.wait_status(),
+                code,
+                si_status,
+                cpu: Default::default(),
+                uid,
+            };
             if !nowait {
                 p.exit_report = None;
                 p.tracer = None;
@@ -628,7 +634,7 @@ pub(super) fn tracee_report(
                     status,
                     code: g::CLD_TRAPPED as i32,
                     si_status: (status >> 8) & 0xff,
-                    cpu_ns: 0,
+                    cpu: Default::default(),
                     uid,
                 }),
             );
@@ -649,12 +655,18 @@ pub(super) fn traced_by(child: &ThreadGroup, tracer: &ThreadGroup) -> bool {
 pub(super) fn tracee_exited(kernel: &Kernel, t: &Arc<TaskShared>, last: bool, status: ExitStatus) -> bool {
     let Some(tracer) = t.tracer() else { return false };
     let leader = t.tid() == t.tg.tgid;
+    if leader && !last {
+        // Outlived by its threads: the tracer finds nothing to wait for
+        // until the last of them is gone, then the leader's exit.
+        t.ptrace.lock().unwrap().stop = None;
+        t.tg.state.lock().unwrap().delayed_leader = Some(super::DelayedLeader(t.clone()));
+        return false;
+    }
     let parent = kernel.procs.lock().unwrap().parent_of(t.tg.tgid);
-    // A leader outlived by its threads, or collected by its tracer as the
-    // parent's child: the relation ends here.
-    if leader && (!last || parent == Some(tracer.tgid)) {
-        t.ptrace.lock().unwrap().tracer = None;
-        tracer.tracees.lock().unwrap().retain(|x| !Arc::ptr_eq(x, t));
+    // A leader collected by its tracer as the parent's child: the
+    // relation ends here.
+    if leader && parent == Some(tracer.tgid) {
+        untrace(t);
         return false;
     }
     {
@@ -741,5 +753,36 @@ impl Task {
             let _ = s.pending.enqueue(SigInfo::kernel(g::SIGSTOP), &child.tg.signal_account, limit);
             s.sigpending = true;
         }
+    }
+}
+
+/// Linux's ptrace_may_access in PTRACE_MODE_ATTACH: `caller` may reach
+/// its own process; else a target whose user and group ids (real,
+/// effective and saved) all are the caller's real ones (its file-system
+/// ones with `fscreds`, as /proc/PID/mem checks) and which is dumpable;
+/// else it needs CAP_SYS_PTRACE.
+pub fn may_access(caller: &ThreadGroup, target: &ThreadGroup, fscreds: bool) -> Result<(), crate::errno::Errno> {
+    if target.tgid == caller.tgid {
+        return Ok(());
+    }
+    let me = caller.creds();
+    if me.has(crate::auth::cap::SYS_PTRACE) {
+        return Ok(());
+    }
+    let them = target.creds();
+    let (uid, gid) = if fscreds { (me.uid.fs, me.gid.fs) } else { (me.uid.real, me.gid.real) };
+    let same_ids = [them.uid.real, them.uid.effective, them.uid.saved].iter().all(|u| *u == uid)
+        && [them.gid.real, them.gid.effective, them.gid.saved].iter().all(|g| *g == gid);
+    if !same_ids || target.state.lock().unwrap().undumpable {
+        return Err(crate::errno::Errno::EPERM);
+    }
+    Ok(())
+}
+
+/// Ends the tracing of `t`, which has exited, without a report.
+pub(super) fn untrace(t: &Arc<TaskShared>) {
+    let tracer = t.ptrace.lock().unwrap().tracer.take();
+    if let Some(tracer) = tracer {
+        tracer.tracees.lock().unwrap().retain(|x| !Arc::ptr_eq(x, t));
     }
 }

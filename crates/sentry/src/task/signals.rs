@@ -93,14 +93,15 @@ pub(super) fn notify(kernel: &Kernel, parent: &Arc<ThreadGroup>, child: &ThreadG
         let act = parent.handlers().lock().unwrap().get(g::SIGCHLD);
         let muted = !exiting && signo == g::SIGCHLD && act.flags & flags::SA_NOCLDSTOP != 0;
         if !muted {
-            // The child's CPU time in clock ticks (USER_HZ, 100), all of it
-            // user time (see getrusage).
-            let utime = (child.cpu_time().as_millis() / 10) as i64;
+            // The child's CPU time in clock ticks (USER_HZ, 100).
+            let t = child.cpu_times();
+            let ticks = |d: std::time::Duration| (d.as_millis() / 10) as i64;
+            let (utime, stime) = (ticks(t.user), ticks(t.system));
             let info = SigInfo {
                 signo,
                 errno: 0,
                 code,
-                fields: SigFields::Child { pid: child.tgid, uid: child.creds().uid.real, status, utime, stime: 0 },
+                fields: SigFields::Child { pid: child.tgid, uid: child.creds().uid.real, status, utime, stime },
             };
             send_to_group(kernel, parent, info);
         }

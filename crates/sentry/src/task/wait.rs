@@ -38,7 +38,7 @@ pub struct WaitOutcome {
     pub code: i32,
     pub si_status: i32,
     /// CPU time of the child (reaped exits only).
-    pub cpu_ns: u64,
+    pub cpu: super::CpuTimes,
     /// The child's real user id.
     pub uid: u32,
 }
@@ -66,12 +66,12 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
         }
         let status = st.exit.expect("zombies have a status");
         let (code, si_status) = status.child_code();
-        let cpu_ns = st.dead_threads_ns + st.children_ns;
-        let out = WaitOutcome { pid: child.tgid, status: status.wait_status(), code, si_status, cpu_ns, uid };
+        let cpu = st.dead_threads_cpu + st.children_cpu;
+        let out = WaitOutcome { pid: child.tgid, status: status.wait_status(), code, si_status, cpu, uid };
         drop(st);
         if !opts.nowait {
             task.kernel.procs.lock().unwrap().remove_process(child.tgid);
-            task.tg.state.lock().unwrap().children_ns += cpu_ns;
+            task.tg.state.lock().unwrap().children_cpu += cpu;
         }
         return Some(out);
     }
@@ -91,7 +91,7 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
             status,
             code: g::CLD_STOPPED as i32,
             si_status: sig as i32,
-            cpu_ns: 0,
+            cpu: Default::default(),
             uid,
         });
     }
@@ -104,7 +104,7 @@ fn check(task: &Task, child: &ThreadGroup, opts: &WaitOptions) -> Option<WaitOut
             status: 0xffff,
             code: g::CLD_CONTINUED as i32,
             si_status: g::SIGCONT as i32,
-            cpu_ns: 0,
+            cpu: Default::default(),
             uid,
         });
     }
