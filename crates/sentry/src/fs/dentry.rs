@@ -15,6 +15,8 @@ fn fs_magic(fs_type: &str) -> u64 {
         "devtmpfs" | "tmpfs" => 0x0102_1994,
         "sysfs" => 0x6265_6572,
         "cgroup2" => 0x6367_7270,
+        "devpts" => 0x1cd1,
+        "mqueue" => 0x1980_0202,
         _ => 0,
     }
 }
