@@ -385,6 +385,8 @@ fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> 
         umask: 0o022,
         rlimits: Vec::new(),
         no_new_privs: false,
+        oom_score_adj: 0,
+        container: None,
     })
 }
 

@@ -161,6 +161,8 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         umask: user.umask().unwrap_or(0o022),
         rlimits,
         no_new_privs: process.no_new_privileges().unwrap_or(false),
+        oom_score_adj: 0,
+        container: None,
     };
     Ok(Container {
         terminal: config.terminal,
