@@ -635,6 +635,8 @@ fn mount_options_are_enforced_as_runc_enforces_them() {
     let script = format!(
         "for d in noexec plain; do cp /bin/true /mnt/$d/t; /mnt/$d/t; echo $d $?; done; \
          for d in nodev plain; do mknod /mnt/$d/null c 1 3; cat /mnt/$d/null; echo $d $?; done; \
+         for d in noexec plain; do cp /usr/lib/x86_64-linux-gnu/libm.so.6 /mnt/$d/; \
+           python3 -c \"import ctypes; ctypes.CDLL('/mnt/$d/libm.so.6')\" 2>&1 | tail -1; done; \
          grep -E '^([^ ]+ ){{4}}/mnt/' /proc/self/mountinfo | {MOUNTINFO}"
     );
     let caps = ["CAP_MKNOD", "CAP_DAC_OVERRIDE", "CAP_CHOWN", "CAP_FOWNER"];
@@ -656,7 +658,13 @@ fn mount_options_are_enforced_as_runc_enforces_them() {
     }
     std::fs::write(&config, serde_json::to_vec_pretty(&spec).unwrap()).unwrap();
     let (with_runc, with_cordon) = run_with_runc_and_cordon(&b, &runc, "opts");
-    for line in ["noexec 126", "plain 0", "nodev 1", "/ /mnt/noexec rw,nosuid,noexec,relatime tmpfs tmpfs rw"] {
+    for line in [
+        "noexec 126",
+        "plain 0",
+        "nodev 1",
+        "/ /mnt/noexec rw,nosuid,noexec,relatime tmpfs tmpfs rw",
+        "OSError: /mnt/noexec/libm.so.6: failed to map segment from shared object",
+    ] {
         assert!(with_runc.lines().any(|l| l == line), "runc's container lacks {line:?}:\n{with_runc}");
     }
     assert_eq!(with_cordon, with_runc, "cordon (left) against runc (right)");
