@@ -389,6 +389,8 @@ fn build_config(args: RunArgs, platform: PlatformKind) -> Result<SandboxConfig> 
         blocked_signals: INHERITED_SIGNALS.get().map_or(SigSet::EMPTY, |s| s.1),
         rlimits: Vec::new(),
         no_new_privs: false,
+        oom_score_adj: 0,
+        container: None,
     })
 }
 

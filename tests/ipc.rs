@@ -146,3 +146,45 @@ fn ipcs_shows_the_sandbox_objects() {
         }
     }
 }
+
+/// Makes POSIX queues of the default size until one fails: Linux charges
+/// each to its user's RLIMIT_MSGQUEUE until its last name and descriptor
+/// are gone.
+const QUEUE_LIMIT_SCRIPT: &str = r#"
+import ctypes, os
+rt = ctypes.CDLL('librt.so.1', use_errno=True)
+def make(name):
+    fd = rt.mq_open(name, os.O_CREAT | os.O_RDWR, 0o600, None)
+    return fd if fd >= 0 else os.strerror(ctypes.get_errno())
+fds = []
+while True:
+    fd = make(b'/cordon-q%d' % len(fds))
+    if isinstance(fd, str):
+        print(len(fds), 'made, then:', fd)
+        break
+    fds.append(fd)
+rt.mq_unlink(b'/cordon-q0')
+print('unlinked but open:', make(b'/cordon-again'))
+os.close(fds[0])
+print('closed too:', isinstance(make(b'/cordon-again'), int))
+for i in range(1, len(fds)):
+    rt.mq_unlink(b'/cordon-q%d' % i)
+rt.mq_unlink(b'/cordon-again')
+"#;
+
+#[test]
+fn posix_queues_are_charged_to_rlimit_msgqueue() {
+    require_kvm!();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: the native run needs root for an IPC namespace of its own");
+        return;
+    }
+    let n = native("unshare", &["--ipc", "python3", "-c", QUEUE_LIMIT_SCRIPT], None);
+    assert_eq!(
+        String::from_utf8_lossy(&n.stdout),
+        "9 made, then: Too many open files\nunlinked but open: Too many open files\nclosed too: True\n",
+        "natively: {n:?}"
+    );
+    let s = common::sandbox(&[], "python3", &["-c", QUEUE_LIMIT_SCRIPT], None);
+    common::assert_same("RLIMIT_MSGQUEUE", &s, &n);
+}

@@ -63,3 +63,25 @@ fn shell_mounts_and_unmounts_a_tmpfs() {
     assert_eq!(lines[2], "tmpfs /tmp/x tmpfs rw,relatime,size=1024k 0 0");
     assert_eq!(lines[3], "unmounted");
 }
+
+#[test]
+fn mqueue_mounted_inside_lists_the_sandboxs_queues() {
+    require_kvm!();
+    if !is_root() {
+        eprintln!("skipping: mounting needs root, natively and in the sandbox");
+        return;
+    }
+    // A queue made with mq_open (through Python's ctypes: no tool makes
+    // one) shows as a file of its mode whose contents are its status.
+    let script = "mkdir -p /tmp/mq && mount -t mqueue none /tmp/mq && grep ' /tmp/mq ' /proc/mounts && \
+                  python3 -c \"import ctypes, os; rt = ctypes.CDLL('librt.so.1'); \
+                  print(rt.mq_open(b'/cordon-mq', os.O_CREAT | os.O_RDWR, 0o640, None) >= 0)\" && \
+                  ls -l /tmp/mq | cut -d' ' -f1,9 && cat /tmp/mq/cordon-mq && umount /tmp/mq && echo unmounted";
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--ipc", "--propagation", "private", "/bin/sh", "-c", script]);
+    let n = run_with(cmd, None);
+    assert!(n.status.success(), "fails natively, so the test itself is wrong: {n:?}");
+    assert!(String::from_utf8_lossy(&n.stdout).contains("-rw-r----- cordon-mq\nQSIZE:0 "), "{n:?}");
+    let s = sandbox(&MOUNTER, "/bin/sh", &["-c", script], None);
+    assert_same("mount -t mqueue", &s, &n);
+}

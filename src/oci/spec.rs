@@ -6,9 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use oci_spec::runtime::{LinuxNamespaceType, Mount, PosixRlimitType, Spec};
+use oci_spec::runtime::{LinuxDevice, LinuxDeviceType, LinuxNamespaceType, Mount, PosixRlimitType, Spec};
 use sentry::auth::{CapSet, Caps};
-use sentry::sandbox::{Bind, PlatformKind, SandboxConfig, TmpfsSpec};
+use sentry::fs::dentry::MountFlags;
+use sentry::sandbox::{Bind, ContainerLayout, ContainerMount, DeviceSpec, MountKind, PlatformKind, SandboxConfig};
 use sentry::task::{Creds, Rlimit};
 
 /// Fewest bytes of memory a sandbox runs with (as `--memory` requires).
@@ -103,34 +104,19 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         _ => None,
     });
     let mut binds = Vec::new();
-    let mut tmpfs = Vec::new();
+    let mut layout = ContainerLayout::default();
     for m in spec.mounts().iter().flatten() {
-        match mount(m, bundle)? {
-            Some(Mapped::Bind(b)) => binds.push(b),
-            Some(Mapped::Tmpfs(t)) => {
-                tmpfs.retain(|x: &TmpfsSpec| x.at != t.at);
-                tmpfs.push(t)
-            }
-            None => {}
-        }
+        layout.mounts.push(mount(m, bundle, &mut binds)?);
+    }
+    for d in linux.and_then(|l| l.devices().as_ref()).into_iter().flatten() {
+        layout.devices.push(device(d)?);
     }
     let mut masks = Vec::new();
     for p in linux.and_then(|l| l.masked_paths().as_ref()).into_iter().flatten() {
         masks.push(absolute("linux.maskedPaths", p)?);
     }
     for p in linux.and_then(|l| l.readonly_paths().as_ref()).into_iter().flatten() {
-        let at = absolute("linux.readonlyPaths", p)?;
-        // The sentry's /proc and /sys let the sandbox change nothing but
-        // its own processes' settings: read-only already.
-        if crate::is_under(&at, b"/proc") || crate::is_under(&at, b"/sys") {
-            continue;
-        }
-        let host = rootfs.join(String::from_utf8_lossy(&at[1..]).as_ref());
-        if let Ok(host) = host.canonicalize()
-            && host.starts_with(&rootfs)
-        {
-            binds.push(Bind { host, open_at: None, at, read_only: true });
-        }
+        layout.read_only_paths.push(absolute("linux.readonlyPaths", p)?);
     }
     let config = SandboxConfig {
         rootfs,
@@ -146,7 +132,7 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         masks,
         make_dirs: Vec::new(),
         binds,
-        tmpfs,
+        tmpfs: Vec::new(),
         strace: false,
         rewrite_sites: true,
         hostname,
@@ -165,6 +151,8 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         // and none blocked, whatever the engine's own state.
         ignored_signals: sentry::signal::SigSet::EMPTY,
         blocked_signals: sentry::signal::SigSet::EMPTY,
+        oom_score_adj: process.oom_score_adj().unwrap_or(0),
+        container: Some(layout),
     };
     Ok(Container {
         terminal: config.terminal,
@@ -262,27 +250,50 @@ fn rlimit_number(t: PosixRlimitType) -> u32 {
     }
 }
 
-enum Mapped {
-    Bind(Bind),
-    Tmpfs(TmpfsSpec),
-}
-
-/// Where the sentry's own file systems are, which a spec's mount of that
+/// Where the sentry's own file systems go, which a spec's mount of that
 /// type at that place asks for.
-const OWN_FILE_SYSTEMS: &[(&str, &str)] = &[
-    ("proc", "/proc"),
-    ("sysfs", "/sys"),
-    ("devpts", "/dev/pts"),
-    ("mqueue", "/dev/mqueue"),
-    ("cgroup", "/sys/fs/cgroup"),
-    ("cgroup2", "/sys/fs/cgroup"),
-    // A runtime's /dev: the sentry's has the devices a container gets.
-    ("tmpfs", "/dev"),
+const OWN_FILE_SYSTEMS: &[(&str, &str, MountKind)] = &[
+    ("proc", "/proc", MountKind::Proc),
+    ("sysfs", "/sys", MountKind::Sysfs),
+    ("devpts", "/dev/pts", MountKind::Devpts { ptmx_mode: 0 }),
+    ("mqueue", "/dev/mqueue", MountKind::Mqueue),
+    ("cgroup", "/sys/fs/cgroup", MountKind::Cgroup),
+    ("cgroup2", "/sys/fs/cgroup", MountKind::Cgroup),
 ];
 
-/// One of `mounts`: a bind or tmpfs of the sandbox's, nothing for a file
-/// system the sentry has there already, an error for the rest.
-fn mount(m: &Mount, bundle: &Path) -> Result<Option<Mapped>> {
+/// The per-mount flags `options` ask for; without an atime option, a
+/// mount is relatime, as Linux makes it.
+fn mount_flags(options: &[String]) -> MountFlags {
+    let mut flags = MountFlags::empty();
+    let mut atime_given = false;
+    for o in options {
+        flags |= match o.as_str() {
+            "ro" => MountFlags::READ_ONLY,
+            "nosuid" => MountFlags::NOSUID,
+            "nodev" => MountFlags::NODEV,
+            "noexec" => MountFlags::NOEXEC,
+            "noatime" | "nodiratime" | "relatime" | "strictatime" => {
+                atime_given = true;
+                match o.as_str() {
+                    "noatime" => MountFlags::NOATIME,
+                    "nodiratime" => MountFlags::NODIRATIME,
+                    "relatime" => MountFlags::RELATIME,
+                    _ => MountFlags::empty(),
+                }
+            }
+            _ => MountFlags::empty(),
+        };
+    }
+    if !atime_given {
+        flags |= MountFlags::RELATIME;
+    }
+    flags
+}
+
+/// One of `mounts` as the sandbox makes it: a bind (its source added to
+/// `binds`), a tmpfs, or one of the sentry's own file systems at its
+/// place; an error for the rest.
+fn mount(m: &Mount, bundle: &Path, binds: &mut Vec<Bind>) -> Result<ContainerMount> {
     let dest = m.destination();
     let shown = dest.display();
     if !dest.is_absolute() {
@@ -291,29 +302,44 @@ fn mount(m: &Mount, bundle: &Path) -> Result<Option<Mapped>> {
     let at: Vec<u8> = clean(dest)?;
     let options = m.options().clone().unwrap_or_default();
     let has = |o: &str| options.iter().any(|x| x == o);
+    let flags = mount_flags(&options);
+    let source = m.source().as_ref().map(|s| s.display().to_string()).unwrap_or_default();
     let is_bind = m.typ().as_deref() == Some("bind") || has("bind") || has("rbind");
     if is_bind {
         let source = m.source().as_ref().with_context(|| format!("mounts: bind at {shown}: no source"))?;
         let source = bundle.join(source);
         let host = source.canonicalize().with_context(|| format!("mounts: bind at {shown}: {}", source.display()))?;
-        return Ok(Some(Mapped::Bind(Bind { host, open_at: None, at, read_only: has("ro") })));
+        binds.push(Bind { host: host.clone(), open_at: None, at: at.clone(), read_only: has("ro") });
+        let kind = MountKind::Bind(binds.len() - 1);
+        return Ok(ContainerMount { at, source: host.display().to_string(), kind, flags });
     }
     let typ = m.typ().as_deref().unwrap_or("");
     let at_str = String::from_utf8_lossy(&at).into_owned();
-    if OWN_FILE_SYSTEMS.iter().any(|(t, d)| *t == typ && *d == at_str) {
-        return Ok(None);
+    if let Some((_, _, kind)) = OWN_FILE_SYSTEMS.iter().find(|(t, d, _)| *t == typ && *d == at_str) {
+        let kind = match kind {
+            MountKind::Devpts { .. } => {
+                let ptmx_mode = options
+                    .iter()
+                    .find_map(|o| o.strip_prefix("ptmxmode="))
+                    .map(|v| u32::from_str_radix(v, 8).ok().filter(|m| *m <= 0o777))
+                    .unwrap_or(Some(0))
+                    .with_context(|| format!("mounts: {shown}: invalid ptmxmode"))?;
+                MountKind::Devpts { ptmx_mode }
+            }
+            other => other.clone(),
+        };
+        return Ok(ContainerMount { at, source, kind, flags });
     }
     match typ {
         "tmpfs" | "shm" => {
-            let mut spec = TmpfsSpec { at, size: None, mode: 0o1777 };
+            let (mut size, mut mode) = (None, 0o1777);
             for o in &options {
                 match o.split_once('=') {
                     Some(("size", v)) => {
-                        spec.size =
-                            Some(crate::parse_byte_count(v).map_err(|e| anyhow::anyhow!("mounts: {shown}: {e}"))?)
+                        size = Some(crate::parse_byte_count(v).map_err(|e| anyhow::anyhow!("mounts: {shown}: {e}"))?)
                     }
                     Some(("mode", v)) => {
-                        spec.mode = u32::from_str_radix(v, 8)
+                        mode = u32::from_str_radix(v, 8)
                             .ok()
                             .filter(|m| *m <= 0o7777)
                             .with_context(|| format!("mounts: {shown}: invalid mode {v}"))?
@@ -321,15 +347,42 @@ fn mount(m: &Mount, bundle: &Path) -> Result<Option<Mapped>> {
                     _ => {}
                 }
             }
-            Ok(Some(Mapped::Tmpfs(spec)))
+            // A tmpfs at /dev is a container's /dev: the devices and links
+            // runc puts there come with it.
+            let kind = if at == b"/dev" { MountKind::Dev { size, mode } } else { MountKind::Tmpfs { size, mode } };
+            Ok(ContainerMount { at, source, kind, flags })
         }
         "proc" | "sysfs" | "devpts" | "mqueue" | "cgroup" | "cgroup2" => {
-            let home = OWN_FILE_SYSTEMS.iter().find(|(t, _)| *t == typ).map_or("", |(_, d)| d);
+            let home = OWN_FILE_SYSTEMS.iter().find(|(t, _, _)| *t == typ).map_or("", |(_, d, _)| d);
             bail!("mounts: {typ} at {shown}: the sandbox has its {typ} at {home} only")
         }
         "" => bail!("mounts: {shown}: no type, and not a bind mount"),
         other => bail!("mounts: {other} at {shown}: mounts of this type are not supported"),
     }
+}
+
+/// One of `linux.devices`: a node of its type, number, permissions (0666
+/// unless given) and owner.
+fn device(d: &LinuxDevice) -> Result<DeviceSpec> {
+    let path = absolute("linux.devices", &d.path().display().to_string())?;
+    let kind = match d.typ() {
+        LinuxDeviceType::C | LinuxDeviceType::U => libc::S_IFCHR,
+        LinuxDeviceType::B => libc::S_IFBLK,
+        LinuxDeviceType::P => libc::S_IFIFO,
+        LinuxDeviceType::A => bail!("linux.devices {}: type a is for resources.devices only", d.path().display()),
+    };
+    let (major, minor) = (u32::try_from(d.major()), u32::try_from(d.minor()));
+    let (Ok(major), Ok(minor)) = (major, minor) else {
+        bail!("linux.devices {}: invalid device number", d.path().display())
+    };
+    let rdev = if kind == libc::S_IFIFO { 0 } else { libc::makedev(major, minor) };
+    Ok(DeviceSpec {
+        path,
+        mode: kind | (d.file_mode().unwrap_or(0o666) & 0o7777),
+        rdev,
+        uid: d.uid().unwrap_or(0),
+        gid: d.gid().unwrap_or(0),
+    })
 }
 
 /// `path` with `.` and repeated slashes gone; `..` refused.
@@ -352,4 +405,67 @@ pub fn bundle_dir(bundle: Option<&Path>) -> Result<PathBuf> {
         None => std::env::current_dir().context("the current directory")?,
     };
     dir.canonicalize().with_context(|| format!("--bundle {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn mount_options_become_per_mount_flags() {
+        let f = mount_flags(&opts(&["nosuid", "noexec", "nodev", "ro"]));
+        let want = MountFlags::NOSUID | MountFlags::NOEXEC | MountFlags::NODEV | MountFlags::READ_ONLY;
+        assert_eq!(f, want | MountFlags::RELATIME, "relatime unless an atime option says otherwise");
+        assert_eq!(mount_flags(&opts(&["nosuid", "strictatime", "mode=755"])), MountFlags::NOSUID);
+        assert_eq!(mount_flags(&opts(&["noatime"])), MountFlags::NOATIME);
+    }
+
+    fn one_mount(json: serde_json::Value) -> Result<ContainerMount> {
+        let m: Mount = serde_json::from_value(json).unwrap();
+        mount(&m, Path::new("/"), &mut Vec::new())
+    }
+
+    #[test]
+    fn a_tmpfs_at_dev_is_a_containers_dev() {
+        let m = one_mount(serde_json::json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+            "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}))
+        .unwrap();
+        assert_eq!(m.kind, MountKind::Dev { size: Some(64 << 20), mode: 0o755 });
+        assert_eq!(m.source, "tmpfs");
+        let m = one_mount(serde_json::json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm"})).unwrap();
+        assert_eq!(m.kind, MountKind::Tmpfs { size: None, mode: 0o1777 });
+    }
+
+    #[test]
+    fn devpts_and_mqueue_are_the_sentrys_at_their_places_only() {
+        let m = one_mount(serde_json::json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+            "options": ["newinstance", "ptmxmode=0666", "mode=0620", "gid=5"]}))
+        .unwrap();
+        assert_eq!(m.kind, MountKind::Devpts { ptmx_mode: 0o666 });
+        let m = one_mount(serde_json::json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue"}));
+        assert_eq!(m.unwrap().kind, MountKind::Mqueue);
+        assert!(one_mount(serde_json::json!({"destination": "/mq", "type": "mqueue", "source": "mqueue"})).is_err());
+        let bad = serde_json::json!({"destination": "/dev/pts", "type": "devpts", "options": ["ptmxmode=999"]});
+        assert!(one_mount(bad).is_err());
+    }
+
+    #[test]
+    fn devices_keep_their_type_number_mode_and_owner() {
+        let d: LinuxDevice = serde_json::from_value(serde_json::json!({"path": "/dev/test1", "type": "c",
+            "major": 10, "minor": 666, "fileMode": 0o660, "uid": 1, "gid": 2}))
+        .unwrap();
+        let d = device(&d).unwrap();
+        assert_eq!(d.mode, libc::S_IFCHR | 0o660);
+        assert_eq!(d.rdev, libc::makedev(10, 666));
+        assert_eq!((d.uid, d.gid), (1, 2));
+        let p: LinuxDevice = serde_json::from_value(serde_json::json!({"path": "/dev/p", "type": "p"})).unwrap();
+        let p = device(&p).unwrap();
+        assert_eq!((p.mode, p.rdev), (libc::S_IFIFO | 0o666, 0));
+        let a: LinuxDevice = serde_json::from_value(serde_json::json!({"path": "/dev/a", "type": "a"})).unwrap();
+        assert!(device(&a).is_err());
+    }
 }

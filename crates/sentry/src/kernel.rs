@@ -72,6 +72,8 @@ pub struct Kernel {
     pub root: Arc<Dentry>,
     /// The root of /dev, for mounting it again (devtmpfs is one instance).
     pub devfs: std::sync::OnceLock<Arc<dyn crate::fs::Inode>>,
+    /// The sandbox's ptys, which /dev/tty and /dev/ptmx nodes open.
+    pub devpts: std::sync::OnceLock<Arc<crate::tty::Devpts>>,
     /// The unmounted tmpfs memfds live in (Linux's shm_mnt).
     pub memfd_root: Arc<Dentry>,
     pub config: KernelConfig,
@@ -120,6 +122,7 @@ impl Kernel {
             mounts,
             root: Dentry::root(root_mount),
             devfs: std::sync::OnceLock::new(),
+            devpts: std::sync::OnceLock::new(),
             memfd_root: Dentry::root(crate::fs::Mount::new(
                 "tmpfs",
                 "memfd",

@@ -6,6 +6,7 @@ pub mod arch;
 pub mod auth;
 pub mod confine;
 pub mod control;
+pub mod devices;
 pub mod diag;
 pub mod errno;
 pub mod fd;

@@ -10,6 +10,7 @@ use platform::trap::TrapPlatform;
 use platform::{Platform, PlatformError, Registers};
 
 use crate::fd::FdTable;
+use crate::fs::dentry::MountFlags;
 use crate::fs::host::HostFs;
 use crate::fs::overlay::Overlay;
 use crate::fs::stdio::HostStream;
@@ -130,6 +131,76 @@ pub struct SandboxConfig {
     /// job).
     pub ignored_signals: SigSet,
     pub blocked_signals: SigSet,
+    /// The first process's /proc/self/oom_score_adj.
+    pub oom_score_adj: i32,
+    /// The file systems a container's configuration lays out, in place of
+    /// the sentry's defaults and of `tmpfs` (None: the sentry's own /dev,
+    /// /proc and /sys, then `tmpfs` and `binds`).
+    pub container: Option<ContainerLayout>,
+}
+
+/// A container's file systems as its configuration (an OCI bundle's
+/// `mounts`, `linux.devices` and `linux.readonlyPaths`) lays them out:
+/// mounted in its order, each with its own flags, so that
+/// /proc/self/mountinfo shows what runc's container shows.
+#[derive(Clone, Debug, Default)]
+pub struct ContainerLayout {
+    pub mounts: Vec<ContainerMount>,
+    /// Device nodes made once the mounts are in place.
+    pub devices: Vec<DeviceSpec>,
+    /// Paths of the sandbox bound read-only over themselves, after the
+    /// masks.
+    pub read_only_paths: Vec<Vec<u8>>,
+}
+
+/// One mount of a container's configuration.
+#[derive(Clone, Debug)]
+pub struct ContainerMount {
+    /// Absolute path inside the sandbox.
+    pub at: Vec<u8>,
+    /// What mountinfo shows as its source.
+    pub source: String,
+    pub kind: MountKind,
+    /// ro, nosuid, nodev, noexec and the atime flags.
+    pub flags: MountFlags,
+}
+
+/// What a container's mount is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MountKind {
+    /// A tmpfs of the sandbox's memory.
+    Tmpfs {
+        size: Option<u64>,
+        mode: u32,
+    },
+    /// The `binds` entry of this index.
+    Bind(usize),
+    Proc,
+    Sysfs,
+    /// The sandbox's cgroup hierarchy (as cgroup2).
+    Cgroup,
+    /// A tmpfs at /dev holding the devices and links runc gives a container.
+    Dev {
+        size: Option<u64>,
+        mode: u32,
+    },
+    /// The sandbox's ptys, with a `ptmx` of these permissions.
+    Devpts {
+        ptmx_mode: u32,
+    },
+    /// The POSIX message queues of the sandbox's IPC namespace.
+    Mqueue,
+}
+
+/// A device node to make (`linux.devices`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSpec {
+    pub path: Vec<u8>,
+    /// The S_IF* type and the permission bits.
+    pub mode: u32,
+    pub rdev: u64,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 impl SandboxConfig {
@@ -302,25 +373,28 @@ impl Sandbox {
         let devpts = Devpts::new(Arc::downgrade(&kernel));
         let devfs = dev::new_devfs(crate::tty::dev_entries(&devpts));
         let _ = kernel.devfs.set(devfs.clone());
-        kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, devfs));
-        let (procfs, sysctls) = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(&kernel) }));
-        kernel.mounts.mount(&kernel.root, b"proc", Mount::new("proc", "proc", false, procfs));
-        let (sysfs, cgroup) = sys::new_sysfs(Arc::new(KernelSysSource { kernel: Arc::downgrade(&kernel) }));
-        kernel.mounts.mount(&kernel.root, b"sys", Mount::new("sysfs", "sysfs", true, sysfs));
-        // Read-only, as container runtimes mount them: the sandbox reads
-        // its limits and the kernel's settings but changes neither.
-        for (path, mount) in [
-            (b"/proc/sys".as_slice(), Mount::new("proc", "proc", true, sysctls)),
-            (b"/sys/fs/cgroup".as_slice(), Mount::new("cgroup2", "cgroup2", true, cgroup)),
-        ] {
-            let shown = String::from_utf8_lossy(path).into_owned();
-            match mount_point(&kernel, path, false) {
-                Ok(Some((dir, name, _))) => kernel.mounts.mount(&dir, &name, mount),
-                Ok(None) => return Err(SandboxError::Setup(format!("{shown}: no place to mount"))),
-                Err(e) => return Err(SandboxError::Setup(format!("{shown}: {e}"))),
-            }
+        let _ = kernel.devpts.set(devpts.clone());
+        // The sentry's own /dev, /proc and /sys, where a container's
+        // configuration does not mount its own.
+        let asks = |kind: &MountKind| {
+            config.container.as_ref().is_some_and(|l| {
+                l.mounts.iter().any(|m| std::mem::discriminant(&m.kind) == std::mem::discriminant(kind))
+            })
+        };
+        if !asks(&MountKind::Dev { size: None, mode: 0 }) {
+            kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, devfs));
         }
-        Self::mount_views(&kernel, &host, config)?;
+        if !asks(&MountKind::Proc) {
+            mount_proc(&kernel, b"/proc", Mount::new("proc", "proc", false, new_procfs(&kernel)))?;
+        }
+        if !asks(&MountKind::Sysfs) {
+            let sysfs = Mount::new("sysfs", "sysfs", true, new_sysfs(&kernel).0);
+            mount_sys(&kernel, b"/sys", sysfs, !asks(&MountKind::Cgroup))?;
+        }
+        match &config.container {
+            Some(layout) => Self::container_views(&kernel, &host, config, layout)?,
+            None => Self::mount_views(&kernel, &host, config)?,
+        }
         if config.profile {
             kernel.stats.enable();
             kernel.platform.enable_timing();
@@ -345,25 +419,7 @@ impl Sandbox {
     /// order.
     fn mount_views(kernel: &Kernel, host: &Arc<HostFs>, config: &SandboxConfig) -> Result<(), SandboxError> {
         let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
-        for path in &config.masks {
-            let place =
-                mount_point(kernel, path, false).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
-            if let Some((dir, name, Some(existing))) = place {
-                let cover = if existing.file_type() == FileType::Directory {
-                    // Hidden, but as writable as any directory of the root:
-                    // an empty tmpfs, the user's own if it is the home.
-                    let (uid, gid) = if config.make_dirs.contains(path) {
-                        (config.creds.uid.effective, config.creds.gid.effective)
-                    } else {
-                        (0, 0)
-                    };
-                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new_root(kernel.mf.clone(), 0o755, uid, gid, None))
-                } else {
-                    Mount::new("devtmpfs", "masked", true, dev::null_device())
-                };
-                kernel.mounts.mount(&dir, &name, cover);
-            }
-        }
+        Self::mask(kernel, config)?;
         for path in &config.make_dirs {
             let place =
                 mount_point(kernel, path, true).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
@@ -400,24 +456,136 @@ impl Sandbox {
             kernel.mounts.mount(&dir, &name, Mount::new("tmpfs", "tmpfs", false, root));
         }
         for b in &config.binds {
-            let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
-            let inode = host
-                .open_tree(b.open_at.as_ref().unwrap_or(&b.host), !b.read_only)
-                .map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
-            let Some((dir, name, existing)) =
-                mount_point(kernel, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
-            else {
-                continue;
-            };
-            let is_dir = inode.file_type() == FileType::Directory;
-            if let Some(e) = existing
-                && (e.file_type() == FileType::Directory) != is_dir
-            {
-                let err = if is_dir { FsError::NotDirectory } else { FsError::IsDirectory };
-                return Err(SandboxError::Setup(format!("{what}: {}: {err}", shown(&b.at))));
+            Self::bind(kernel, host, b, MountFlags::empty())?;
+        }
+        Ok(())
+    }
+
+    /// Mounts the host's `b.host` at `b.at`, with `flags` besides
+    /// read-only.
+    fn bind(kernel: &Kernel, host: &Arc<HostFs>, b: &Bind, flags: MountFlags) -> Result<(), SandboxError> {
+        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+        let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
+        let inode = host
+            .open_tree(b.open_at.as_ref().unwrap_or(&b.host), !b.read_only)
+            .map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
+        let Some((dir, name, existing)) =
+            mount_point(kernel, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
+        else {
+            return Ok(());
+        };
+        let is_dir = inode.file_type() == FileType::Directory;
+        if let Some(e) = existing
+            && (e.file_type() == FileType::Directory) != is_dir
+        {
+            let err = if is_dir { FsError::NotDirectory } else { FsError::IsDirectory };
+            return Err(SandboxError::Setup(format!("{what}: {}: {err}", shown(&b.at))));
+        }
+        let root_path = std::os::unix::ffi::OsStrExt::as_bytes(b.host.as_os_str()).to_vec();
+        let mount = Mount::new_subtree("hostfs", b.host.display().to_string(), b.read_only, inode, root_path);
+        mount.set_flags(mount.flags() | flags);
+        kernel.mounts.mount(&dir, &name, mount);
+        Ok(())
+    }
+
+    /// Hides `config.masks`: a directory behind an empty tmpfs, anything
+    /// else behind /dev/null, as OCI runtimes mask paths.
+    fn mask(kernel: &Kernel, config: &SandboxConfig) -> Result<(), SandboxError> {
+        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+        for path in &config.masks {
+            let place =
+                mount_point(kernel, path, false).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
+            if let Some((dir, name, Some(existing))) = place {
+                let cover = if existing.file_type() == FileType::Directory {
+                    // Hidden, but as writable as any directory of the root:
+                    // an empty tmpfs, the user's own if it is the home.
+                    let (uid, gid) = if config.make_dirs.contains(path) {
+                        (config.creds.uid.effective, config.creds.gid.effective)
+                    } else {
+                        (0, 0)
+                    };
+                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new_root(kernel.mf.clone(), 0o755, uid, gid, None))
+                } else {
+                    Mount::new("devtmpfs", "masked", true, dev::null_device())
+                };
+                kernel.mounts.mount(&dir, &name, cover);
             }
-            let mount = Mount::new("hostfs", b.host.display().to_string(), b.read_only, inode);
-            kernel.mounts.mount(&dir, &name, mount);
+        }
+        Ok(())
+    }
+
+    /// A container's file systems: its mounts in their order, its devices,
+    /// then the masks and the read-only paths, as runc lays them out.
+    fn container_views(
+        kernel: &Arc<Kernel>,
+        host: &Arc<HostFs>,
+        config: &SandboxConfig,
+        layout: &ContainerLayout,
+    ) -> Result<(), SandboxError> {
+        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+        let has_cgroup = layout.mounts.iter().any(|m| m.kind == MountKind::Cgroup);
+        for m in &layout.mounts {
+            let err = |e: FsError| SandboxError::Setup(format!("mount at {}: {e}", shown(&m.at)));
+            let mount = |fs_type: &'static str, root: Arc<dyn crate::fs::Inode>, options: String| {
+                let mount = Mount::new(fs_type, m.source.clone(), false, root);
+                mount.set_flags(m.flags);
+                mount.sb.set_options(options);
+                mount
+            };
+            match &m.kind {
+                MountKind::Bind(i) => {
+                    let b = config.binds.get(*i).ok_or_else(|| err(FsError::Invalid))?;
+                    Self::bind(kernel, host, b, m.flags)?;
+                }
+                MountKind::Tmpfs { size, mode } => {
+                    // Owned by the container's first user, as runc's
+                    // tmpfs mounts are by the container's root.
+                    let (uid, gid) = (config.creds.uid.effective, config.creds.gid.effective);
+                    let root = Tmpfs::new_root(kernel.mf.clone(), *mode, uid, gid, *size);
+                    mount_at(kernel, &m.at, mount("tmpfs", root, tmpfs_options(*size, *mode)))?;
+                }
+                MountKind::Dev { size, mode } => {
+                    let root: Arc<dyn crate::fs::Inode> = Tmpfs::new_root(kernel.mf.clone(), *mode, 0, 0, *size);
+                    dev::populate_container_dev(&root).map_err(err)?;
+                    mount_at(kernel, &m.at, mount("tmpfs", root, tmpfs_options(*size, *mode)))?;
+                }
+                MountKind::Devpts { ptmx_mode } => {
+                    let devpts = kernel.devpts.get().ok_or_else(|| err(FsError::NoDevice))?;
+                    let root = crate::tty::pts_root(devpts, *ptmx_mode);
+                    // The options the sandbox's ptys are made with.
+                    let options = format!(",gid=5,mode=620,ptmxmode={:03o}", ptmx_mode & 0o777);
+                    mount_at(kernel, &m.at, mount("devpts", root, options))?;
+                }
+                MountKind::Mqueue => {
+                    let root = crate::ipc::mqueue::mqueue_root(&kernel.ipc.mq);
+                    mount_at(kernel, &m.at, mount("mqueue", root, String::new()))?;
+                }
+                MountKind::Proc => mount_proc(kernel, &m.at, mount("proc", new_procfs(kernel), String::new()))?,
+                MountKind::Sysfs => {
+                    mount_sys(kernel, &m.at, mount("sysfs", new_sysfs(kernel).0, String::new()), !has_cgroup)?
+                }
+                MountKind::Cgroup => mount_at(kernel, &m.at, mount("cgroup2", new_sysfs(kernel).1, String::new()))?,
+            }
+        }
+        let ctx = crate::fs::Context::internal();
+        for d in &layout.devices {
+            let what = |e: FsError| SandboxError::Setup(format!("linux.devices {}: {e}", shown(&d.path)));
+            let Some((dir, name, existing)) = mount_point(kernel, &d.path, true).map_err(what)? else { continue };
+            // A node already there stays, as runc leaves it.
+            if existing.is_some() {
+                continue;
+            }
+            let node = crate::fs::NewNode { mode: d.mode, uid: d.uid, gid: d.gid, rdev: d.rdev };
+            dir.inode.mknod(&ctx, &name, node).map_err(what)?;
+        }
+        Self::mask(kernel, config)?;
+        for path in &layout.read_only_paths {
+            let what = |e: FsError| SandboxError::Setup(format!("linux.readonlyPaths {}: {e}", shown(path)));
+            if let Some((dir, name, Some(existing))) = mount_point(kernel, path, false).map_err(what)? {
+                let m = existing.mount.bind_of(&existing);
+                m.set_flags(m.flags() | MountFlags::READ_ONLY | MountFlags::LOCK_READ_ONLY);
+                kernel.mounts.mount(&dir, &name, m);
+            }
         }
         Ok(())
     }
@@ -482,6 +650,7 @@ impl Sandbox {
         }
         let mut task = fresh_task(kernel, shared, tg, fs, files)?;
         load_program(&mut task, &config.program, config.args.clone(), config.env.clone(), &config.creds)?;
+        task.tg.info.lock().unwrap().oom_score_adj = config.oom_score_adj;
         Ok((task, terminal))
     }
 
@@ -507,6 +676,22 @@ impl Sandbox {
             restrict: crate::fs::path::Restrict::empty(),
         };
         let dentry = r.resolve(None, path.as_bytes(), Lookup::FOLLOW).map_err(setup)?;
+        // A container's /dev has the terminal at /dev/console too, bound
+        // over an empty file, as runc binds it.
+        let container_dev = config
+            .container
+            .as_ref()
+            .is_some_and(|l| l.mounts.iter().any(|m| matches!(m.kind, MountKind::Dev { .. }) && m.at == b"/dev"));
+        if container_dev {
+            let dev = r.resolve(None, b"/dev", Lookup::FOLLOW).map_err(setup)?;
+            let ctx = crate::fs::Context::internal();
+            let file = crate::fs::NewNode { mode: FileType::Regular.mode_bits() | 0o666, uid: 0, gid: 0, rdev: 0 };
+            match dev.inode.create(&ctx, b"console", file) {
+                Ok(_) | Err(FsError::Exists) => {}
+                Err(e) => return Err(setup(e)),
+            }
+            kernel.mounts.mount(&dev, b"console", dentry.mount.bind_of(&dentry));
+        }
         let slave = pty
             .open_slave(&crate::fs::Context::kernel(Arc::new(config.creds.clone())), OpenFlags::NOCTTY, None)
             .map_err(setup)?;
@@ -624,6 +809,70 @@ impl Sandbox {
             profile.then(|| Report::collect(&kernel, started.elapsed(), resources_at_start, Resources::now(&kernel)));
         Outcome { status, report }
     }
+}
+
+/// Mounts `mount` at absolute `at`, making missing directories on the way.
+/// A name of the root itself is mounted over without being looked up: a
+/// host root's /proc or /sys (a host pseudo-file-system, which the host
+/// file system refuses to look up) is covered whatever it is.
+fn mount_at(kernel: &Kernel, at: &[u8], mount: Arc<Mount>) -> Result<(), SandboxError> {
+    let shown = String::from_utf8_lossy(at).into_owned();
+    let comps: Vec<&[u8]> = at.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
+    if let [name] = comps[..] {
+        kernel.mounts.mount(&kernel.root, name, mount);
+        return Ok(());
+    }
+    match mount_point(kernel, at, true) {
+        Ok(Some((dir, name, _))) => {
+            kernel.mounts.mount(&dir, &name, mount);
+            Ok(())
+        }
+        Ok(None) => Err(SandboxError::Setup(format!("{shown}: no place to mount"))),
+        Err(e) => Err(SandboxError::Setup(format!("{shown}: {e}"))),
+    }
+}
+
+fn new_procfs(kernel: &Arc<Kernel>) -> Arc<dyn crate::fs::Inode> {
+    proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(kernel) })).0
+}
+
+/// A sysfs, and the cgroup hierarchy that goes at its fs/cgroup.
+fn new_sysfs(kernel: &Arc<Kernel>) -> (Arc<dyn crate::fs::Inode>, Arc<dyn crate::fs::Inode>) {
+    sys::new_sysfs(Arc::new(KernelSysSource { kernel: Arc::downgrade(kernel) }))
+}
+
+/// Mounts a procfs at `at`, and its `sys` read-only over it, as container
+/// runtimes mount it: the sandbox reads the kernel's settings but changes
+/// none.
+fn mount_proc(kernel: &Arc<Kernel>, at: &[u8], procfs: Arc<Mount>) -> Result<(), SandboxError> {
+    mount_at(kernel, at, procfs)?;
+    let sysctls = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(kernel) })).1;
+    mount_at(kernel, &[at, b"/sys"].concat(), Mount::new("proc", "proc", true, sysctls))
+}
+
+/// Mounts a sysfs at `at`, and with `cgroup` the sandbox's cgroup
+/// hierarchy read-only at its fs/cgroup: the sandbox reads its limits but
+/// changes none.
+fn mount_sys(kernel: &Arc<Kernel>, at: &[u8], sysfs: Arc<Mount>, cgroup: bool) -> Result<(), SandboxError> {
+    let hierarchy = new_sysfs(kernel).1;
+    mount_at(kernel, at, sysfs)?;
+    if cgroup {
+        mount_at(kernel, &[at, b"/fs/cgroup"].concat(), Mount::new("cgroup2", "cgroup2", true, hierarchy))?;
+    }
+    Ok(())
+}
+
+/// A tmpfs's options as mountinfo shows them: its size unless the default,
+/// its mode unless 1777.
+fn tmpfs_options(size: Option<u64>, mode: u32) -> String {
+    let mut s = String::new();
+    if let Some(size) = size {
+        s.push_str(&format!(",size={}k", size.div_ceil(1024)));
+    }
+    if mode & 0o7777 != 0o1777 {
+        s.push_str(&format!(",mode={:o}", mode & 0o7777));
+    }
+    s
 }
 
 /// An empty read-only directory, in the sentry's view only.

@@ -15,6 +15,8 @@ fn fs_magic(fs_type: &str) -> u64 {
         "devtmpfs" | "tmpfs" => 0x0102_1994,
         "sysfs" => 0x6265_6572,
         "cgroup2" => 0x6367_7270,
+        "devpts" => 0x1cd1,
+        "mqueue" => 0x1980_0202,
         _ => 0,
     }
 }
@@ -128,9 +130,22 @@ impl Mount {
     /// A mount of a new instance of a file system; a `read_only` one stays
     /// so (the sandbox's own views of the host).
     pub fn new(fs_type: &'static str, source: impl Into<String>, read_only: bool, root: Arc<dyn Inode>) -> Arc<Mount> {
+        Mount::new_subtree(fs_type, source, read_only, root, b"/".to_vec())
+    }
+
+    /// [`Mount::new`] of a subtree of a file system: `root_path` is where
+    /// `root` is within it, as mountinfo's fourth field shows (a host
+    /// directory bound in).
+    pub fn new_subtree(
+        fs_type: &'static str,
+        source: impl Into<String>,
+        read_only: bool,
+        root: Arc<dyn Inode>,
+        root_path: Vec<u8>,
+    ) -> Arc<Mount> {
         let flags = if read_only { MountFlags::READ_ONLY | MountFlags::LOCK_READ_ONLY } else { MountFlags::empty() };
         let sb = Arc::new(SuperBlock { read_only: AtomicBool::new(false), options: Mutex::new(String::new()) });
-        Mount::with(fs_type, source.into(), sb, root, b"/".to_vec(), flags)
+        Mount::with(fs_type, source.into(), sb, root, root_path, flags)
     }
 
     fn with(

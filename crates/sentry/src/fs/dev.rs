@@ -120,3 +120,61 @@ pub fn new_devfs(more: Vec<(Vec<u8>, Arc<dyn Inode>)>) -> Arc<dyn Inode> {
     entries.extend(more);
     SynthDir::new(entries)
 }
+
+/// Fills `root`, the fresh tmpfs a container's configuration mounts at
+/// /dev, as runc fills it: the memory devices and /dev/tty as nodes (which
+/// the kernel's table of devices serves when opened), the standard
+/// symlinks, `ptmx` leading to the devpts mount's own, and the directories
+/// the configuration's devpts, shm and mqueue mounts go on.
+pub fn populate_container_dev(root: &Arc<dyn Inode>) -> Result<(), FsError> {
+    use super::{FileType, NewNode};
+    let ctx = Context::internal();
+    let node = |mode: u32, rdev: u64| NewNode { mode, uid: 0, gid: 0, rdev };
+    let chr = FileType::CharDevice.mode_bits() | 0o666;
+    for (name, major, minor) in
+        [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)]
+    {
+        root.mknod(&ctx, name.as_bytes(), node(chr, makedev(major, minor)))?;
+    }
+    let link = FileType::Symlink.mode_bits() | 0o777;
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        root.symlink(&ctx, name.as_bytes(), target.as_bytes(), node(link, 0))?;
+    }
+    for name in ["pts", "shm", "mqueue"] {
+        root.mkdir(&ctx, name.as_bytes(), node(FileType::Directory.mode_bits() | 0o755, 0))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::FileType;
+
+    #[test]
+    fn a_container_dev_has_runcs_nodes_and_links() {
+        let mf = Arc::new(memory::MemoryFile::new(16 << 20).unwrap());
+        let root: Arc<dyn Inode> = crate::fs::tmpfs::Tmpfs::new_root(mf, 0o755, 0, 0, None);
+        populate_container_dev(&root).unwrap();
+        for (name, major, minor) in [("null", 1, 3), ("zero", 1, 5), ("urandom", 1, 9), ("tty", 5, 0)] {
+            let n = root.lookup(name.as_bytes()).unwrap();
+            let st = n.stat().unwrap();
+            assert_eq!(st.file_type(), FileType::CharDevice, "{name}");
+            assert_eq!(st.rdev, makedev(major, minor), "{name}");
+            assert_eq!(st.mode & 0o7777, 0o666, "{name}");
+            assert_eq!(n.device_number(), Some(makedev(major, minor)), "{name}");
+        }
+        assert_eq!(root.lookup(b"ptmx").unwrap().read_link().unwrap(), b"pts/ptmx");
+        assert_eq!(root.lookup(b"fd").unwrap().read_link().unwrap(), b"/proc/self/fd");
+        for dir in ["pts", "shm", "mqueue"] {
+            assert_eq!(root.lookup(dir.as_bytes()).unwrap().file_type(), FileType::Directory);
+        }
+        assert!(root.lookup(b"console").is_err());
+    }
+}

@@ -539,6 +539,14 @@ pub trait Inode: AsAny {
     }
     /// Opens the object. `dentry` is where it was found.
     fn open(&self, ctx: &Context, dentry: &Arc<Dentry>, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError>;
+    /// For a character device node that is only a name and a number (made
+    /// by mknod in a tmpfs or an overlay): the number, by which the
+    /// kernel's table of devices finds what serves it when it is opened,
+    /// as Linux's chrdev_open does. None for every other object, devices
+    /// whose file system serves them itself included.
+    fn device_number(&self) -> Option<u64> {
+        None
+    }
     /// May `creds` read, write or execute (search) the object, for mode
     /// bits [`MAY_READ`], [`MAY_WRITE`], [`MAY_EXEC`]: the object's owner
     /// and mode against the credentials. A read-only mount is the caller's

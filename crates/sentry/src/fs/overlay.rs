@@ -602,6 +602,14 @@ impl Inode for OverlayInode {
         Ok(Arc::new(OverlayFile { inode: self.arc(), inner }))
     }
 
+    fn device_number(&self) -> Option<u64> {
+        match (self.shown_upper(), &self.lower) {
+            (Some(u), _) => u.device_number(),
+            (None, Some(l)) => l.device_number(),
+            (None, None) => None,
+        }
+    }
+
     fn statfs(&self) -> Result<StatFs, FsError> {
         // The space that matters is the upper layer's: the sandbox's memory.
         let mut s = self.fs.upper_root.statfs()?;

@@ -712,6 +712,13 @@ impl Inode for TmpInode {
         }
     }
 
+    fn device_number(&self) -> Option<u64> {
+        match self.body {
+            Body::Node if self.kind == FileType::CharDevice => Some(self.meta.lock().unwrap().rdev),
+            _ => None,
+        }
+    }
+
     fn statfs(&self) -> Result<StatFs, FsError> {
         let used = self.fs.pages.load(Ordering::Relaxed);
         let total = self.fs.max_pages;

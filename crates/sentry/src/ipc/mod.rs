@@ -299,7 +299,7 @@ pub struct IpcNamespace {
     pub msg: msg::MessageQueues,
     pub shm: std::sync::Arc<shm::SharedSegments>,
     /// POSIX message queues, by name.
-    pub mq: mqueue::PosixQueues,
+    pub mq: std::sync::Arc<mqueue::PosixQueues>,
 }
 
 impl IpcNamespace {
@@ -308,7 +308,7 @@ impl IpcNamespace {
             sem: sem::Semaphores::default(),
             msg: msg::MessageQueues::default(),
             shm: shm::SharedSegments::new(mf),
-            mq: mqueue::PosixQueues::default(),
+            mq: std::sync::Arc::default(),
         }
     }
 

@@ -63,6 +63,9 @@ struct State {
 }
 
 pub struct PosixQueue {
+    /// What the queue holds against its creator's RLIMIT_MSGQUEUE, given
+    /// back when it goes.
+    _charge: Charge,
     uid: u32,
     gid: u32,
     mode: u32,
@@ -279,6 +282,38 @@ impl FileOps for QueueFile {
 pub struct PosixQueues {
     by_name: Mutex<HashMap<Vec<u8>, Arc<PosixQueue>>>,
     next_ino: std::sync::atomic::AtomicU64,
+    /// Bytes charged to each real user id by the queues it made.
+    charged: Arc<Mutex<HashMap<u32, u64>>>,
+}
+
+/// Bytes one queue counts against RLIMIT_MSGQUEUE, as Linux counts them:
+/// its messages at their largest, plus the kernel's record of each message
+/// (struct msg_msg) and of each priority it may hold (a tree node), 48
+/// bytes each on x86_64.
+fn queue_charge(max_messages: u64, message_size: u64) -> u64 {
+    const MSG_RECORD: u64 = 48;
+    const TREE_NODE: u64 = 48;
+    max_messages * (message_size + MSG_RECORD) + max_messages.min(u64::from(MQ_PRIO_MAX)) * TREE_NODE
+}
+
+/// Bytes a queue holds charged to a user, given back when it goes (its
+/// last name and descriptor gone).
+struct Charge {
+    charged: Arc<Mutex<HashMap<u32, u64>>>,
+    uid: u32,
+    bytes: u64,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        let mut charged = self.charged.lock().unwrap();
+        if let Some(total) = charged.get_mut(&self.uid) {
+            *total = total.saturating_sub(self.bytes);
+            if *total == 0 {
+                charged.remove(&self.uid);
+            }
+        }
+    }
 }
 
 /// What mq_open asks: the access mode (O_RDONLY, O_WRONLY, O_RDWR), and to
@@ -287,6 +322,9 @@ pub struct OpenRequest {
     pub access: u32,
     pub create: Option<(u32, Option<Attr>)>,
     pub exclusive: bool,
+    /// The caller's RLIMIT_MSGQUEUE (soft): a new queue past it fails
+    /// with EMFILE.
+    pub limit: u64,
 }
 
 /// Checks a queue's name (without glibc's leading slash): one component.
@@ -355,7 +393,18 @@ impl PosixQueues {
         if names.len() >= QUEUES_MAX && !creds.has(CAP_SYS_RESOURCE) {
             return Err(Errno::ENOSPC);
         }
+        let bytes = queue_charge(max_messages as u64, message_size as u64);
+        let uid = creds.uid.real;
+        {
+            let mut charged = self.charged.lock().unwrap();
+            let total = charged.get(&uid).copied().unwrap_or(0).saturating_add(bytes);
+            if total > req.limit {
+                return Err(Errno::EMFILE);
+            }
+            charged.insert(uid, total);
+        }
         let q = Arc::new(PosixQueue {
+            _charge: Charge { charged: self.charged.clone(), uid, bytes },
             uid: creds.uid.fs,
             gid: creds.gid.fs,
             mode: mode & 0o777 & !umask,
@@ -381,5 +430,88 @@ impl PosixQueues {
         }
         names.remove(name);
         Ok(())
+    }
+}
+
+/// The mqueue file system's root, as `/dev/mqueue` shows it: a sticky
+/// directory with a file per named queue (of the queue's owner and mode)
+/// whose contents are the queue's status line, as Linux's shows them.
+pub fn mqueue_root(queues: &Arc<PosixQueues>) -> Arc<dyn crate::fs::Inode> {
+    crate::fs::synthetic::SynthDir::with_source(Box::new(QueueNames(Arc::downgrade(queues))), 0o1777, None)
+}
+
+struct QueueNames(std::sync::Weak<PosixQueues>);
+
+impl QueueNames {
+    fn node(q: &Arc<PosixQueue>) -> Arc<dyn crate::fs::Inode> {
+        let (uid, gid) = (q.uid, q.gid);
+        let status = Arc::downgrade(q);
+        crate::fs::synthetic::SynthFile::inode(q.mode, Some(Arc::new(move || (uid, gid))), move || {
+            Ok(status.upgrade().map(|q| q.status().into_bytes()).unwrap_or_default())
+        })
+    }
+}
+
+impl crate::fs::synthetic::DirSource for QueueNames {
+    fn entries(&self) -> Vec<(Vec<u8>, Arc<dyn crate::fs::Inode>)> {
+        let Some(queues) = self.0.upgrade() else { return Vec::new() };
+        let mut names: Vec<_> =
+            queues.by_name.lock().unwrap().iter().map(|(n, q)| (n.clone(), Self::node(q))).collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        names
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<Arc<dyn crate::fs::Inode>> {
+        let queues = self.0.upgrade()?;
+        let q = queues.by_name.lock().unwrap().get(name)?.clone();
+        Some(Self::node(&q))
+    }
+}
+
+#[cfg(test)]
+mod fs_tests {
+    use super::*;
+
+    #[test]
+    fn the_mqueue_root_lists_the_named_queues() {
+        let queues = Arc::new(PosixQueues::default());
+        let root = mqueue_root(&queues);
+        assert_eq!(root.stat().unwrap().mode & 0o7777, 0o1777);
+        assert!(root.lookup(b"q").is_err());
+        let creds = Creds::new(1000, 1000, Vec::new());
+        let req = OpenRequest { access: 2, create: Some((0o640, None)), exclusive: true, limit: u64::MAX };
+        queues.open(b"q", req, 0o022, &creds).unwrap();
+        let q = root.lookup(b"q").unwrap();
+        let st = q.stat().unwrap();
+        assert_eq!((st.mode & 0o777, st.uid, st.gid), (0o640, 1000, 1000));
+        queues.unlink(b"q", &creds).unwrap();
+        assert!(root.lookup(b"q").is_err());
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    fn make(queues: &PosixQueues, name: &[u8], limit: u64) -> Result<Arc<PosixQueue>, Errno> {
+        let creds = Creds::new(1000, 1000, Vec::new());
+        let req = OpenRequest { access: 2, create: Some((0o600, None)), exclusive: true, limit };
+        queues.open(name, req, 0, &creds)
+    }
+
+    #[test]
+    fn queues_are_charged_to_rlimit_msgqueue_until_they_go() {
+        // Linux's default limit holds nine queues of the default size.
+        assert_eq!(queue_charge(10, 8192), 82_880);
+        let queues = PosixQueues::default();
+        let limit = 819_200;
+        let mut held: Vec<_> = (0..9).map(|i| make(&queues, format!("q{i}").as_bytes(), limit).unwrap()).collect();
+        assert_eq!(make(&queues, b"one-more", limit).err(), Some(Errno::EMFILE));
+        // Unlinked but still open: still charged.
+        let creds = Creds::new(1000, 1000, Vec::new());
+        queues.unlink(b"q0", &creds).unwrap();
+        assert_eq!(make(&queues, b"one-more", limit).err(), Some(Errno::EMFILE));
+        held.remove(0);
+        make(&queues, b"one-more", limit).unwrap();
     }
 }

@@ -155,6 +155,14 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     if d_is(&dentry, FileType::Directory) && (flags.writable() || flags.contains(OpenFlags::TRUNC)) {
         return Err(Errno::EISDIR.into());
     }
+    // A device node of a nodev mount opens nothing (Linux's may_open_dev),
+    // whoever asks.
+    if !flags.contains(OpenFlags::PATH)
+        && (d_is(&dentry, FileType::CharDevice) || d_is(&dentry, FileType::BlockDevice))
+        && dentry.mount.flags().contains(crate::fs::dentry::MountFlags::NODEV)
+    {
+        return Err(Errno::EACCES.into());
+    }
     if !flags.contains(OpenFlags::PATH) && !created {
         // As Linux's may_open: the access mode asks for read and write
         // permission, O_TRUNC for write. A file this call made is opened
@@ -176,6 +184,8 @@ fn open_common(task: &mut Task, dirfd: u64, path_addr: u64, flags: u32, mode: u3
     let ctx = task.ctx();
     let ops = if flags.contains(OpenFlags::PATH) {
         Arc::new(crate::fs::PathFile { inode: dentry.inode.clone() })
+    } else if let Some(rdev) = dentry.inode.device_number() {
+        crate::devices::open(&task.kernel, &ctx, rdev, flags)?
     } else {
         dentry.inode.open(&ctx, &dentry, flags)?
     };

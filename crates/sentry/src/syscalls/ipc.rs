@@ -395,7 +395,12 @@ pub fn mq_open(task: &mut Task, a: &[u64; 6]) -> SysResult {
     } else {
         None
     };
-    let req = mqueue::OpenRequest { access: oflag & g::O_ACCMODE, create, exclusive: oflag & g::O_EXCL != 0 };
+    let req = mqueue::OpenRequest {
+        access: oflag & g::O_ACCMODE,
+        create,
+        exclusive: oflag & g::O_EXCL != 0,
+        limit: task.tg.rlimit(g::RLIMIT_MSGQUEUE).cur,
+    };
     let creds = task.tg.creds();
     let umask = task.fs_context().umask;
     let queue = task.kernel.ipc.mq.open(&name, req, umask, &creds)?;

@@ -102,6 +102,14 @@ pub fn mmap(task: &mut Task, a: &[u64; 6]) -> SysResult {
             }
             max_access = Access::ALL.without_write();
         }
+        // A file of a noexec mount is never mapped executable, now or by a
+        // later mprotect (Linux's path_noexec in do_mmap).
+        if f.dentry.as_ref().is_some_and(|d| d.mount.flags().contains(crate::fs::dentry::MountFlags::NOEXEC)) {
+            if access.execute {
+                return Err(Errno::EPERM.into());
+            }
+            max_access = Access { execute: false, ..max_access };
+        }
         match mappable {
             None if shared => Backing::Shared { object: SharedMemory::new(mf), offset: 0 },
             None => Backing::Anonymous,

@@ -297,6 +297,7 @@ fn new_mount(
         b"proc" => "proc",
         b"sysfs" => "sysfs",
         b"devtmpfs" => "devtmpfs",
+        b"mqueue" => "mqueue",
         _ => return Err(Errno::ENODEV.into()),
     };
     let opts = match &data {
@@ -313,6 +314,8 @@ fn new_mount(
         }
         // devtmpfs has one instance, wherever it is mounted.
         "devtmpfs" => (kernel.devfs.get().ok_or(Errno::ENODEV)?.clone(), String::new()),
+        // The queues of the sandbox's IPC namespace, wherever mounted.
+        "mqueue" => (crate::ipc::mqueue::mqueue_root(&kernel.ipc.mq), String::new()),
         "proc" => {
             let src = crate::task::KernelProcSource { kernel: Arc::downgrade(kernel) };
             (crate::fs::proc::new_procfs(Arc::new(src)).0, String::new())

@@ -483,6 +483,7 @@ nodev	tmpfs
 nodev	proc
 nodev	cgroup2
 nodev	devtmpfs
+nodev	mqueue
 	hostfs
 nodev	overlay
 "

@@ -104,7 +104,7 @@ impl Devpts {
     }
 
     /// `/dev/tty`: the caller's controlling terminal, ENXIO without one.
-    fn open_controlling(&self, ctx: &Context, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
+    pub fn open_controlling(&self, ctx: &Context, flags: OpenFlags) -> Result<Arc<dyn FileOps>, FsError> {
         let kernel = self.kernel.upgrade().ok_or(FsError::NoDevice)?;
         let caller = Caller::of(ctx, &kernel).ok_or(FsError::NoDevice)?;
         let pty = self.controlling(&caller, &kernel).ok_or(FsError::NoDevice)?;
@@ -139,12 +139,18 @@ pub fn dev_entries(devpts: &Arc<Devpts>) -> Vec<(Vec<u8>, Arc<dyn Inode>)> {
         let d = devpts.clone();
         DeviceNode::inode(0o666, makedev(TTYAUX_MAJOR, 0), move |ctx, flags| d.open_controlling(ctx, flags))
     };
-    let pts = SynthDir::with_source(
-        Box::new(PtsSource { devpts: Arc::downgrade(devpts), ptmx: ptmx_node(devpts, 0) }),
+    let pts = pts_root(devpts, 0);
+    vec![(b"ptmx".to_vec(), ptmx), (b"tty".to_vec(), tty), (b"pts".to_vec(), pts)]
+}
+
+/// The root of a devpts mount: its own `ptmx` (of permissions
+/// `ptmx_mode`, devpts's ptmxmode=) and a node per pty of the sandbox.
+pub fn pts_root(devpts: &Arc<Devpts>, ptmx_mode: u32) -> Arc<dyn Inode> {
+    SynthDir::with_source(
+        Box::new(PtsSource { devpts: Arc::downgrade(devpts), ptmx: ptmx_node(devpts, ptmx_mode & 0o777) }),
         0o755,
         None,
-    );
-    vec![(b"ptmx".to_vec(), ptmx), (b"tty".to_vec(), tty), (b"pts".to_vec(), pts as Arc<dyn Inode>)]
+    )
 }
 
 fn ptmx_node(devpts: &Arc<Devpts>, perm: u32) -> Arc<dyn Inode> {
