@@ -20,7 +20,7 @@ use sentry::net::NetworkMode;
 use sentry::sandbox::{Sandbox, SandboxConfig};
 
 use super::spec::Container;
-use super::state::{self, CONTROL, CREATED, Record, SOCKET, StateDir, Status};
+use super::state::{self, CONTROL, CREATED, Record, StateDir, Status};
 
 /// What `create` is asked for besides the bundle.
 pub struct CreateOptions<'a> {
@@ -61,7 +61,7 @@ pub fn create(opts: &CreateOptions, container: Container, spec: &oci_spec::runti
             rustix::fs::Mode::empty(),
         )
         .context("the control channel")?;
-        let socket = std::os::unix::net::UnixListener::bind(sd.path(SOCKET)).context("the control socket")?;
+        let socket = sd.with_socket_path(|p| std::os::unix::net::UnixListener::bind(p))?;
         let socket = OwnedFd::from(socket);
         let (ready_read, ready_write) =
             rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).context("a pipe to the container")?;

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use oci_spec::runtime::Process;
 use sentry::control::{ProcessSpec, Reply, Request, receive_frame, send_frame};
 
-use super::state::{SOCKET, StateDir, Status};
+use super::state::{StateDir, Status};
 
 /// What `exec` is asked for besides the container.
 pub struct ExecOptions {
@@ -31,7 +31,7 @@ fn connect(sd: &StateDir) -> Result<UnixStream> {
     if sd.status(&record) != Status::Running {
         bail!("container {} is not running", record.id);
     }
-    UnixStream::connect(sd.path(SOCKET)).context("the container's control socket")
+    sd.with_socket_path(|p| UnixStream::connect(p))
 }
 
 /// One request and its one answer.
