@@ -261,6 +261,13 @@ fn docker_volumes_logs_exec_and_stop() {
         d.wait_for_log(&name, "started");
         let exec = d.text(&["exec", "-e", "X=y", &name, "sh", "-c", "echo in $X; cat /proc/1/cmdline | tr '\\0' ' '"]);
         let failed = d.output(&["exec", &name, "sh", "-c", "exit 4"]);
+        if rt == "cordon" {
+            // Refused with the runtime's reason, and the container runs on.
+            let paused = d.output(&["pause", &name]);
+            assert!(!paused.status.success());
+            assert!(String::from_utf8_lossy(&paused.stderr).contains("pause is not supported"), "{paused:?}");
+            assert_eq!(d.text(&["inspect", "-f", "{{.State.Status}}", &name]).trim(), "running");
+        }
         d.ok(&["stop", "-t", "60", &name]);
         let code = d.text(&["inspect", "-f", "{{.State.ExitCode}}", &name]);
         let logs = d.ok(&["logs", &name]);
