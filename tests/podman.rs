@@ -40,7 +40,10 @@ impl Podman {
             .arg(self.dir.join("tmp"))
             .args(["--cgroup-manager", "cgroupfs", "--events-backend", "file"])
             .args(args)
-            .stdin(Stdio::null());
+            .stdin(Stdio::null())
+            // conmon leaves files (an `oom` mark) in the directory it
+            // inherits.
+            .current_dir(&self.dir);
         cmd
     }
 
