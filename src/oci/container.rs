@@ -162,7 +162,7 @@ fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
 /// The container's process: cordon's monitor, whose child is the sentry
 /// (see the module's documentation). Returns its exit status.
 fn container_process(
-    config: SandboxConfig,
+    mut config: SandboxConfig,
     network_namespace: Option<&NetworkNamespace>,
     console: Option<Console>,
     ready: OwnedFd,
@@ -185,7 +185,16 @@ fn container_process(
     let entered = match network_namespace {
         Some(NetworkNamespace::Join(path)) => join_network_namespace(path)
             .map_err(|e| format!("linux.namespaces: network namespace {}: {e}", path.display())),
-        Some(NetworkNamespace::New) => new_network_namespace().map_err(|e| format!("a network namespace: {e}")),
+        Some(NetworkNamespace::New) if rustix::process::geteuid().is_root() => {
+            new_network_namespace().map_err(|e| format!("a network namespace: {e}"))
+        }
+        // A caller who is not root can make one only inside the user
+        // namespace the sentry makes later, where no engine reaches it:
+        // the sandbox's own loopback then, as `--network=none` has it.
+        Some(NetworkNamespace::New) => {
+            config.network = NetworkMode::None;
+            Ok(())
+        }
         None => Ok(()),
     };
     if let Err(why) = entered {
