@@ -5,8 +5,8 @@
 //! loads), and the same `docker` commands run with `--runtime=runc`, the
 //! reference, and `--runtime=cordon`: output, exit status, `-v`, `logs`,
 //! `exec`, `stop` (SIGTERM, then SIGKILL), `--memory` and `--pids-limit`,
-//! `-p` reaching a server inside through docker's bridge, and `-it`
-//! through a pty.
+//! `-p` reaching a server inside through docker's bridge, and `run -it`
+//! and `exec -it` through a pty.
 //!
 //! Nothing waits for time to pass: each step polls for a condition, with
 //! one generous limit to catch a hang. The daemon and everything it
@@ -370,50 +370,63 @@ fn docker_interactive_shell_on_a_pty() {
         return;
     }
     let d = Docker::start("docker-tty", None);
-    let mut transcripts = Vec::new();
+    let mut statuses = Vec::new();
     for rt in ["runc", "cordon"] {
         let runtime = format!("--runtime={rt}");
-        let mut cmd = d.cmd(&["run", "--rm", "-it", &runtime, IMAGE, "sh"]);
-        let (master, slave) = pty();
-        cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
-            .stdout(Stdio::from(slave.try_clone().unwrap()))
-            .stderr(Stdio::from(slave));
-        // SAFETY: between fork and exec only async-signal-safe calls: a
-        // new session with the pty (stdin) as its terminal.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().expect("docker run -it");
-        drop(cmd);
-        let mut master = std::fs::File::from(master);
-        let mut seen = Vec::new();
-        // The product is computed so the echo of the typed line never
-        // matches: only the shell's answer does.
-        expect(&mut master, &mut seen, "# ", rt);
-        master.write_all(b"echo $((6*7))-$(tty)\n").unwrap();
-        expect(&mut master, &mut seen, "42-/dev/pts/0", rt);
-        master.write_all(b"exit 5\n").unwrap();
-        let deadline = Instant::now() + LIMIT;
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "{rt}: docker run -it did not end");
-            let mut buf = [0u8; 4096];
-            let mut pfd = libc::pollfd { fd: master.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: polls one descriptor we own.
-            if unsafe { libc::poll(&mut pfd, 1, 100) } > 0 {
-                let _ = std::io::Read::read(&mut master, &mut buf);
-            }
-        };
-        transcripts.push(status.code());
+        statuses.push(shell_on_pty(&d, &["run", "--rm", "-it", &runtime, IMAGE, "sh"], &format!("{rt}: run -it")));
+        // And into a running container.
+        let name = format!("tty-{rt}");
+        d.ok(&["run", "-d", "--name", &name, &runtime, IMAGE, "sleep", "1000"]);
+        statuses.push(shell_on_pty(&d, &["exec", "-it", &name, "sh"], &format!("{rt}: exec -it")));
+        d.ok(&["rm", "-f", &name]);
     }
-    assert_eq!(transcripts, [Some(5), Some(5)], "runc, cordon: the shell's exit status");
+    assert_eq!(statuses, [Some(5); 4], "runc's run and exec, then cordon's: the shell's exit status");
+}
+
+/// Runs `docker ARGS` (a shell with a terminal) on a fresh pty as its
+/// controlling terminal, has it compute something and exit 5; returns
+/// the exit status of `docker`.
+fn shell_on_pty(d: &Docker, args: &[&str], what: &str) -> Option<i32> {
+    let mut cmd = d.cmd(args);
+    let (master, slave) = pty();
+    cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave));
+    // SAFETY: between fork and exec only async-signal-safe calls: a new
+    // session with the pty (stdin) as its terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("docker with a terminal");
+    drop(cmd);
+    let mut master = std::fs::File::from(master);
+    let mut seen = Vec::new();
+    expect(&mut master, &mut seen, "# ", what);
+    // The product is computed so the echo of the typed line never
+    // matches: only the shell's answer does, with one line end as a
+    // terminal makes it (one pty's, not two in a row).
+    master.write_all(b"echo $((6*7))-$(tty)\n").unwrap();
+    expect(&mut master, &mut seen, "42-/dev/pts/0\r\n/ # ", what);
+    master.write_all(b"exit 5\n").unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{what}: docker did not end");
+        let mut buf = [0u8; 4096];
+        let mut pfd = libc::pollfd { fd: master.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: polls one descriptor we own.
+        if unsafe { libc::poll(&mut pfd, 1, 100) } > 0 {
+            let _ = std::io::Read::read(&mut master, &mut buf);
+        }
+    };
+    status.code()
 }
 
 #[test]
