@@ -16,6 +16,7 @@ use sentry::signal::SigSet;
 use sentry::task::ExitStatus;
 use sentry::{diag, internal_error};
 
+mod install;
 mod oci;
 mod platforms;
 
@@ -36,6 +37,13 @@ enum Command {
     /// round trip and first-touch fault, or why not; `<- auto` marks the
     /// one `--platform auto` picks.
     Platforms(PlatformsArgs),
+    /// Register cordon as a runtime of a container engine.
+    ///
+    /// `--docker` adds it to docker's daemon.json (merged with the keys and
+    /// runtimes there); arguments after `--` are passed to cordon before
+    /// each runtime command, e.g. `-- --platform=trap`. Restart dockerd
+    /// (or send it SIGHUP) to use it: `docker run --runtime=cordon`.
+    Install(install::InstallArgs),
 }
 
 #[derive(Args)]
@@ -764,6 +772,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => start_log(&args).and_then(|()| run(*args)),
+        Command::Install(args) => install::install(args).map(|()| ExitCode::SUCCESS),
         Command::Platforms(args) => {
             let calibration = platforms::calibration(&args.kvm_device, args.calibrate);
             print!("{}", calibration.render());

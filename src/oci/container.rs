@@ -8,7 +8,7 @@
 //! status. The sentry says it is ready (or why not) on a pipe to `create`,
 //! then waits for `start` on the control channel.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -19,8 +19,8 @@ use sentry::control::Message;
 use sentry::net::NetworkMode;
 use sentry::sandbox::{Sandbox, SandboxConfig};
 
-use super::spec::Container;
-use super::state::{self, CONTROL, CREATED, Record, SOCKET, StateDir, Status};
+use super::spec::{Container, NetworkNamespace};
+use super::state::{self, CONTROL, CREATED, Record, StateDir, Status};
 
 /// What `create` is asked for besides the bundle.
 pub struct CreateOptions<'a> {
@@ -61,7 +61,7 @@ pub fn create(opts: &CreateOptions, container: Container, spec: &oci_spec::runti
             rustix::fs::Mode::empty(),
         )
         .context("the control channel")?;
-        let socket = std::os::unix::net::UnixListener::bind(sd.path(SOCKET)).context("the control socket")?;
+        let socket = sd.with_socket_path(|p| std::os::unix::net::UnixListener::bind(p))?;
         let socket = OwnedFd::from(socket);
         let (ready_read, ready_write) =
             rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).context("a pipe to the container")?;
@@ -73,7 +73,13 @@ pub fn create(opts: &CreateOptions, container: Container, spec: &oci_spec::runti
         }
         if pid == 0 {
             drop(ready_read);
-            let code = container_process(container.config, console, ready_write, (control, socket));
+            let code = container_process(
+                container.config,
+                container.network_namespace.as_ref(),
+                console,
+                ready_write,
+                (control, socket),
+            );
             std::process::exit(code.into());
         }
         drop(ready_write);
@@ -156,7 +162,8 @@ fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
 /// The container's process: cordon's monitor, whose child is the sentry
 /// (see the module's documentation). Returns its exit status.
 fn container_process(
-    config: SandboxConfig,
+    mut config: SandboxConfig,
+    network_namespace: Option<&NetworkNamespace>,
     console: Option<Console>,
     ready: OwnedFd,
     control: (OwnedFd, OwnedFd),
@@ -172,6 +179,26 @@ fn container_process(
         && let Err(e) = c.become_stdio()
     {
         return fail(ready, 125, format!("the console: {e}"));
+    }
+    // Joined before the sentry is forked off and confines itself: it keeps
+    // the namespace it starts in, as for `--network=host`.
+    let entered = match network_namespace {
+        Some(NetworkNamespace::Join(path)) => join_network_namespace(path)
+            .map_err(|e| format!("linux.namespaces: network namespace {}: {e}", path.display())),
+        Some(NetworkNamespace::New) if rustix::process::geteuid().is_root() => {
+            new_network_namespace().map_err(|e| format!("a network namespace: {e}"))
+        }
+        // A caller who is not root can make one only inside the user
+        // namespace the sentry makes later, where no engine reaches it:
+        // the sandbox's own loopback then, as `--network=none` has it.
+        Some(NetworkNamespace::New) => {
+            config.network = NetworkMode::None;
+            Ok(())
+        }
+        None => Ok(()),
+    };
+    if let Err(why) = entered {
+        return fail(ready, 125, why);
     }
     let network = match config.network {
         NetworkMode::Host => HostNetwork::Host,
@@ -208,6 +235,40 @@ fn container_process(
         sentry::internal_error::restore_terminals();
     }
     outcome.status.shell_code() as u8
+}
+
+/// Moves this (single-threaded) process into the network namespace at
+/// `path`.
+fn join_network_namespace(path: &Path) -> std::io::Result<()> {
+    let ns =
+        rustix::fs::open(path, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())?;
+    rustix::thread::move_into_link_name_space(ns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Network))?;
+    Ok(())
+}
+
+/// Moves this (single-threaded) process into a new network namespace and
+/// brings its loopback up, as runc does for a container's.
+fn new_network_namespace() -> std::io::Result<()> {
+    // SAFETY: the process has one thread, and nothing in it depends on the
+    // network namespace it leaves.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }?;
+    let socket = rustix::net::socket(rustix::net::AddressFamily::INET, rustix::net::SocketType::DGRAM, None)?;
+    // SAFETY: an all-zero ifreq is valid; the name fits its 16 bytes; both
+    // ioctls read and fill that ifreq only.
+    unsafe {
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// The container's terminal on the host: a pty whose master went to the

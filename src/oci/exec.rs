@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use oci_spec::runtime::Process;
 use sentry::control::{ProcessSpec, Reply, Request, receive_frame, send_frame};
 
-use super::state::{SOCKET, StateDir, Status};
+use super::state::{StateDir, Status};
 
 /// What `exec` is asked for besides the container.
 pub struct ExecOptions {
@@ -31,7 +31,7 @@ fn connect(sd: &StateDir) -> Result<UnixStream> {
     if sd.status(&record) != Status::Running {
         bail!("container {} is not running", record.id);
     }
-    UnixStream::connect(sd.path(SOCKET)).context("the container's control socket")
+    sd.with_socket_path(|p| UnixStream::connect(p))
 }
 
 /// One request and its one answer.
@@ -94,7 +94,13 @@ pub fn exec(sd: &StateDir, opts: &ExecOptions) -> Result<ExitCode> {
     // socket, or the caller's own terminal.
     let mut raw_restore = None;
     let console = match (terminal, &opts.console_socket) {
-        (true, Some(path)) => Some(super::container::console_pty(path, None)?),
+        (true, Some(path)) => {
+            let slave = super::container::console_pty(path, None)?;
+            // Raw, as the container's console is: the sandbox's own pty
+            // echoes and translates line ends, once.
+            raw(slave.as_fd())?;
+            Some(slave)
+        }
         (true, None) => {
             if !rustix::termios::isatty(std::io::stdin()) {
                 bail!("exec with a terminal needs --console-socket or a terminal on stdin");
@@ -162,6 +168,18 @@ fn detach(conn: OwnedFd, pid_file: Option<&PathBuf>) -> Result<ExitCode> {
     }
     if pid == 0 {
         let _ = rustix::process::setsid();
+        // The process has its stdio from the sentry. The caller may wait
+        // for the end of the pipes it gave `exec` for its own output
+        // (containerd's shim does, for an exec with a terminal): this
+        // child, which outlives `exec`, must not hold them.
+        if let Ok(null) = rustix::fs::open("/dev/null", rustix::fs::OFlags::RDWR, rustix::fs::Mode::empty()) {
+            use std::os::fd::AsRawFd;
+            for target in 0..3 {
+                // SAFETY: dup2 replaces this process's descriptors 0 to 2,
+                // which nothing in it uses any more, with /dev/null.
+                unsafe { libc::dup2(null.as_raw_fd(), target) };
+            }
+        }
         std::process::exit(wait_exited(conn.as_fd()).into());
     }
     if let Some(path) = pid_file {

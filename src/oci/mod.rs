@@ -85,6 +85,19 @@ enum Command {
     Exec(ExecArgs),
     /// Print a container's statistics (--stats: once).
     Events(EventsArgs),
+    /// Not supported: refused with an error (processes cannot be frozen).
+    Pause(IdArg),
+    /// Not supported: refused with an error (nothing is ever paused).
+    Resume(IdArg),
+    /// Not supported: refused with an error (resources are fixed at create).
+    Update(UpdateArgs),
+}
+
+#[derive(Args)]
+struct UpdateArgs {
+    /// runc's options and the id, all refused.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    args: Vec<String>,
 }
 
 #[derive(Args)]
@@ -212,8 +225,10 @@ struct PsArgs {
 
 /// The runtime's commands; `run` only with `--bundle`, since `cordon run`
 /// without it runs a program.
-const COMMANDS: &[&str] =
-    &["create", "start", "state", "kill", "delete", "list", "features", "spec", "ps", "exec", "events"];
+const COMMANDS: &[&str] = &[
+    "create", "start", "state", "kill", "delete", "list", "features", "spec", "ps", "exec", "events", "pause",
+    "resume", "update",
+];
 
 /// Global options that only the runtime's command line has.
 const GLOBAL_FLAGS: &[&str] = &["--root", "--log-format", "--systemd-cgroup"];
@@ -293,6 +308,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     let g = cli.global;
     let root = g.root.clone().unwrap_or_else(state::default_root);
     match cli.command {
+        // A one-line refusal (in --log too): engines show it to the user.
+        Command::Pause(_) => bail!("pause is not supported: a sandbox's processes cannot be frozen yet"),
+        Command::Resume(_) => bail!("resume is not supported: a sandbox's processes cannot be frozen yet"),
+        Command::Update(_) => bail!("update is not supported: a container's resources are fixed when it is created"),
         Command::Create(args) => {
             let (opts, c, spec) = prepare(&g, &root, &args)?;
             container::create(&opts, c, &spec)?;

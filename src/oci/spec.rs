@@ -23,6 +23,19 @@ pub struct Container {
     pub terminal: bool,
     /// `process.consoleSize`, as (rows, columns).
     pub console_size: Option<(u16, u16)>,
+    /// The network namespace the sentry serves the sandbox's inet sockets
+    /// from (None: the runtime's own, as for `--network=host`).
+    pub network_namespace: Option<NetworkNamespace>,
+}
+
+/// The network namespace a container's sentry makes its host sockets in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkNamespace {
+    /// A new one with only its loopback up, as runc makes it: what an
+    /// engine's prestart hook then gives an interface (docker's bridge).
+    New,
+    /// An existing one (`path`): an engine's, set up before `create`.
+    Join(PathBuf),
 }
 
 /// Reads `bundle/config.json`.
@@ -72,15 +85,27 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         _ => rustix::system::uname().nodename().to_string_lossy().into_owned(),
     };
     let linux = spec.linux().as_ref();
-    let mut network = sentry::net::NetworkMode::Host;
+    let mut network_namespace = None;
     for ns in linux.and_then(|l| l.namespaces().as_ref()).into_iter().flatten() {
-        if let Some(path) = ns.path() {
-            bail!("linux.namespaces: joining the {:?} namespace at {} is not supported", ns.typ(), path.display());
-        }
-        // The sandbox has its own of every kind; only the network's
-        // absence means something: the runtime's (the host's) network.
-        if ns.typ() == LinuxNamespaceType::Network {
-            network = sentry::net::NetworkMode::None;
+        match (ns.typ(), ns.path()) {
+            // An engine's network (a veth in its bridge, say): the sentry
+            // serves the sandbox's inet sockets from inside it.
+            (LinuxNamespaceType::Network, Some(path)) => {
+                if !path.is_absolute() {
+                    bail!("linux.namespaces: network namespace path {}: must be absolute", path.display());
+                }
+                network_namespace = Some(NetworkNamespace::Join(path.clone()));
+            }
+            (typ, Some(path)) => {
+                bail!("linux.namespaces: joining the {typ:?} namespace at {} is not supported", path.display())
+            }
+            // The sandbox has its own of every other kind already. A new
+            // network namespace is made for the sentry, which serves the
+            // sandbox's inet sockets from it: engines move their
+            // interfaces into it (docker from a prestart hook, given the
+            // container's pid). Without one, the runtime's network.
+            (LinuxNamespaceType::Network, None) => network_namespace = Some(NetworkNamespace::New),
+            _ => {}
         }
     }
     let resources = linux.and_then(|l| l.resources().as_ref());
@@ -136,7 +161,7 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         strace: false,
         rewrite_sites: true,
         hostname,
-        network,
+        network: sentry::net::NetworkMode::Host,
         memory,
         cpus,
         pids_limit,
@@ -157,6 +182,7 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
     Ok(Container {
         terminal: config.terminal,
         console_size: process.console_size().map(|b| (b.height() as u16, b.width() as u16)),
+        network_namespace,
         config,
     })
 }

@@ -13,6 +13,7 @@
 //! there, running otherwise.
 
 use std::collections::HashMap;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -115,6 +116,28 @@ impl StateDir {
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// Runs `f` with a path to the control socket short enough for a
+    /// socket address: engines' state roots and 64-character ids make the
+    /// full path longer than `sun_path`, so it is then reached through the
+    /// directory's descriptor in /proc/self/fd.
+    pub fn with_socket_path<R>(&self, f: impl FnOnce(&Path) -> std::io::Result<R>) -> Result<R> {
+        let full = self.path(SOCKET);
+        // sun_path's 108 bytes, one kept for the terminating NUL.
+        if full.as_os_str().len() < 108 {
+            return f(&full).context("the container's control socket");
+        }
+        let dir = rustix::fs::open(
+            &self.dir,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .with_context(|| format!("{}", self.dir.display()))?;
+        let short = PathBuf::from(format!("/proc/self/fd/{}/{SOCKET}", dir.as_raw_fd()));
+        let r = f(&short).context("the container's control socket");
+        drop(dir);
+        r
     }
 
     /// The record of an existing container.

@@ -150,8 +150,24 @@ fn send(kernel: &Kernel, uid: u32, signal: u32, all: bool) {
         if all { procs.processes() } else { procs.group(INIT_PID).into_iter().collect() }
     };
     for tg in targets {
+        // The sender is outside the sandbox's PID namespace, and Linux
+        // lets such a sender reach that namespace's init with SIGKILL,
+        // SIGSTOP and the signals it handles only (`docker stop` of a
+        // program that does not handle SIGTERM waits, then kills it).
+        if tg.tgid == INIT_PID && !reaches_init_from_outside(&tg, signal) {
+            continue;
+        }
         crate::task::send_to_group(kernel, &tg, SigInfo::user(signal, code::SI_USER, 0, uid));
     }
+}
+
+/// Whether `signal`, sent from outside the sandbox, is delivered to its
+/// init `tg` rather than dropped.
+fn reaches_init_from_outside(tg: &crate::task::ThreadGroup, signal: u32) -> bool {
+    use crate::signal::SIG_DFL;
+    signal == linux_raw_sys::general::SIGKILL
+        || signal == linux_raw_sys::general::SIGSTOP
+        || tg.handlers().lock().unwrap().get(signal).handler != SIG_DFL
 }
 
 /// A process to start in a running sandbox (an OCI runtime's exec), as the
