@@ -288,3 +288,25 @@ pub fn stats(sd: &StateDir, id: &str) -> Result<ExitCode> {
     println!("{event}");
     Ok(ExitCode::SUCCESS)
 }
+
+/// `events` without `--stats`: one line of JSON, as runc prints it, for
+/// each process the container's sandbox kills for want of memory, until
+/// the container ends.
+pub fn events(sd: &StateDir, id: &str) -> Result<ExitCode> {
+    use std::io::Write;
+    let conn = connect(sd)?;
+    send_frame(conn.as_fd(), &Request::Events, &[]).context("the container's control socket")?;
+    loop {
+        match receive_frame::<Reply>(conn.as_fd()) {
+            Ok(Some((Reply::Oom, _))) => {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}", serde_json::json!({"type": "oom", "id": id}))?;
+                out.flush()?;
+            }
+            Ok(Some((Reply::Error { message, .. }, _))) => bail!("{message}"),
+            Ok(Some(_)) => bail!("the container answered events with something else"),
+            // The sandbox ended: so do its events.
+            Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}

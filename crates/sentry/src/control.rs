@@ -194,6 +194,9 @@ pub enum Request {
     SignalProcess {
         signal: u32,
     },
+    /// Answered with an `Oom` for each process the sandbox kills for want
+    /// of memory from now on, until either side closes.
+    Events,
     Shutdown,
 }
 
@@ -223,6 +226,8 @@ pub enum Reply {
         pids_limit: Option<u64>,
     },
     Done,
+    /// A process was killed for want of memory.
+    Oom,
 }
 
 /// Largest frame either side sends.
@@ -407,6 +412,25 @@ fn serve(kernel: &Arc<Kernel>, devpts: &Arc<crate::tty::Devpts>, uid: u32, memor
             Request::SignalProcess { .. } => {
                 let message = "a process's signal belongs on the connection that started it".into();
                 reply(&Reply::Error { message, status: 125 })
+            }
+            Request::Events => {
+                // The thread waits on the count and looks at the
+                // connection between waits, so that a runtime that went
+                // away frees it.
+                let mut seen = kernel.oom_kills.count();
+                loop {
+                    let now = kernel.oom_kills.wait_past(seen, std::time::Duration::from_secs(1));
+                    if (seen..now).try_for_each(|_| reply(&Reply::Oom)).is_err() {
+                        return;
+                    }
+                    seen = now;
+                    let mut fds = [rustix::event::PollFd::new(&conn, rustix::event::PollFlags::IN)];
+                    if rustix::event::poll(&mut fds, Some(&rustix::time::Timespec::default())).is_ok_and(|n| n > 0) {
+                        // Nothing more is asked on this connection: data
+                        // or its end both finish it.
+                        return;
+                    }
+                }
             }
             Request::Shutdown => {
                 send(kernel, uid, linux_raw_sys::general::SIGKILL, false);
