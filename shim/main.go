@@ -3,8 +3,10 @@
 // It is containerd's own runc shim (stdio fifos and pipes, the console
 // socket, exec, exits reaped as a subreaper, events, pod grouping by the
 // CRI sandbox id) with one difference: the OCI runtime it runs is `cordon`,
-// whose command line is runc's. What it adds is the choice of that binary,
-// its state root and the sandbox's platform, from the runtime options:
+// whose command line is runc's. What it adds: OOM events from
+// `cordon events` (runc's shim watches a host cgroup, which cordon does not
+// make), and the choice of the binary, its state root and the sandbox's
+// platform, from the runtime options:
 //
 //   - none (`ctr run --runtime io.containerd.cordon.v2`): the `cordon`
 //     beside this shim's own executable, else `cordon` on PATH; state under
@@ -17,10 +19,20 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
+
+	eventstypes "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/log"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/runtime"
 
 	runtimeoptions "github.com/containerd/containerd/pkg/runtimeoptions/v1"
 	"github.com/containerd/containerd/pkg/shutdown"
@@ -59,7 +71,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return &cordonTasks{TaskService: inner}, nil
+			return &cordonTasks{TaskService: inner, publisher: pp.(shim.Publisher), runtimes: map[string]runtimeOf{}}, nil
 		},
 	})
 }
@@ -69,9 +81,20 @@ func main() {
 }
 
 // cordonTasks is the runc shim's task service with Create's runtime
-// options made cordon's.
+// options made cordon's, and the containers' OOM events taken from cordon
+// (the runc shim watches a host cgroup, which cordon does not make: the
+// sandbox's memory limit is the sentry's own).
 type cordonTasks struct {
 	taskAPI.TaskService
+	publisher shim.Publisher
+	mu        sync.Mutex
+	runtimes  map[string]runtimeOf
+}
+
+// runtimeOf is how a container's cordon is run: its binary and its state
+// root (the runc shim's root joined with the namespace, as it runs it).
+type runtimeOf struct {
+	binary, root, namespace string
 }
 
 func (t *cordonTasks) RegisterTTRPC(server *ttrpc.Server) error {
@@ -96,7 +119,65 @@ func (t *cordonTasks) Create(ctx context.Context, r *taskAPI.CreateTaskRequest) 
 		return nil, err
 	}
 	r.Options = packed
-	return t.TaskService.Create(ctx, r)
+	ns, err := namespaces.NamespaceRequired(ctx)
+	if err != nil {
+		return nil, err
+	}
+	created, err := t.TaskService.Create(ctx, r)
+	if err == nil {
+		t.mu.Lock()
+		t.runtimes[r.ID] = runtimeOf{binary: opts.BinaryName, root: filepath.Join(opts.Root, ns), namespace: ns}
+		t.mu.Unlock()
+	}
+	return created, err
+}
+
+func (t *cordonTasks) Start(ctx context.Context, r *taskAPI.StartRequest) (*taskAPI.StartResponse, error) {
+	started, err := t.TaskService.Start(ctx, r)
+	if err != nil || r.ExecID != "" {
+		return started, err
+	}
+	t.mu.Lock()
+	rt, ok := t.runtimes[r.ID]
+	t.mu.Unlock()
+	if ok {
+		events := exec.Command(rt.binary, "--root", rt.root, "events", r.ID)
+		out, perr := events.StdoutPipe()
+		if perr == nil && events.Start() == nil {
+			go t.forwardOOM(r.ID, rt.namespace, events, out)
+		} else {
+			log.G(ctx).WithField("id", r.ID).Warn("no OOM events: cordon events did not start")
+		}
+	}
+	return started, err
+}
+
+// forwardOOM publishes a TaskOOM event for each OOM line `cordon events`
+// prints; it ends with the container.
+func (t *cordonTasks) forwardOOM(id, ns string, events *exec.Cmd, out io.Reader) {
+	ctx := namespaces.WithNamespace(context.Background(), ns)
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		var e struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(lines.Bytes(), &e) == nil && e.Type == "oom" {
+			if err := t.publisher.Publish(ctx, runtime.TaskOOMEventTopic, &eventstypes.TaskOOM{ContainerID: id}); err != nil {
+				log.G(ctx).WithError(err).Warn("publishing an OOM event")
+			}
+		}
+	}
+	_ = events.Wait()
+}
+
+func (t *cordonTasks) Delete(ctx context.Context, r *taskAPI.DeleteRequest) (*taskAPI.DeleteResponse, error) {
+	deleted, err := t.TaskService.Delete(ctx, r)
+	if err == nil && r.ExecID == "" {
+		t.mu.Lock()
+		delete(t.runtimes, r.ID)
+		t.mu.Unlock()
+	}
+	return deleted, err
 }
 
 // cordonFile is the TOML file a ConfigPath names.

@@ -93,6 +93,9 @@ fn image() -> &'static PathBuf {
         for applet in ["sh", "cat", "echo", "sleep", "id", "ls", "ps", "true"] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).unwrap();
         }
+        // A C test program that allocates in a child until the memory
+        // runs out.
+        std::fs::copy(common::c_program("memory_limits", "static"), rootfs.join("bin/memory_limits")).unwrap();
         std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/:/bin/sh\n").unwrap();
         std::fs::write(rootfs.join("etc/group"), "root:x:0:\n").unwrap();
         let layout = dir.join("layout");
@@ -409,4 +412,60 @@ fn ctr_run_with_a_terminal() {
     let cordon = terminal(&c, Runtime::Cordon);
     assert_eq!(runc, ("/dev/pts/0\nstdin-is-a-tty\n".into(), Some(4)), "runc, the reference");
     assert_eq!(cordon, runc, "cordon against runc; containerd's log:\n{}", c.log());
+}
+
+/// A process of a container with a 64 MiB memory limit that needs more:
+/// how it ended, and whether containerd published an OOM event for the
+/// container.
+fn oom(c: &Containerd, runtime: Runtime) -> (String, bool) {
+    let id = format!("oom-{runtime:?}").to_lowercase();
+    let mut events = c.ctr(&["events"]);
+    events.stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
+    let mut events = events.spawn().expect("ctr events");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (lines, out) = (lines.clone(), events.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push_str(&(line + "\n"));
+            }
+        })
+    };
+    // A child allocates until the OOM killer kills it; its parent says so
+    // (and exits), the container waits.
+    let script = "memory_limits oom | head -n 1; sleep 1000";
+    let mut cmd = c.ctr(&["run", "--rm", "--memory-limit", "67108864"]);
+    cmd.args(c.runtime_args(runtime)).args([IMAGE, id.as_str(), "sh", "-c", script]);
+    let mut container = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("ctr run");
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(container.stdout.take().unwrap()), &mut first).unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let seen = |lines: &str| lines.lines().any(|l| l.contains("/tasks/oom") && l.contains(&id));
+    while !seen(&lines.lock().unwrap()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let oom_event = seen(&lines.lock().unwrap());
+    run(&mut c.ctr(&["task", "kill", "-s", "KILL", &id]), "ctr task kill");
+    finish(container, "ctr run");
+    let _ = events.kill();
+    let _ = events.wait();
+    let _ = reader.join();
+    (first, oom_event)
+}
+
+#[test]
+fn oom_kill_is_an_event() {
+    require_kvm!();
+    let Some((shim, image)) = tools() else { return };
+    let c = Containerd::start("ctr-oom", &shim, &image);
+    let cordon = oom(&c, Runtime::Cordon);
+    assert_eq!(
+        cordon,
+        ("allocating child killed by signal 9\n".into(), true),
+        "cordon; containerd's log:\n{}",
+        c.log()
+    );
+    let runc = oom(&c, Runtime::Runc);
+    assert_eq!(runc, cordon, "runc, the reference");
 }
