@@ -318,3 +318,25 @@ impl OomKills {
         *count
     }
 }
+
+#[cfg(test)]
+mod oom_kills_tests {
+    use super::OomKills;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_waiter_sees_each_kill_past_what_it_saw() {
+        let kills = Arc::new(OomKills::default());
+        assert_eq!(kills.wait_past(0, Duration::from_millis(1)), 0, "nothing to see: the wait times out");
+        let waiter = {
+            let kills = kills.clone();
+            std::thread::spawn(move || kills.wait_past(0, Duration::from_secs(600)))
+        };
+        kills.record();
+        assert_eq!(waiter.join().unwrap(), 1);
+        kills.record();
+        assert_eq!(kills.count(), 2);
+        assert_eq!(kills.wait_past(1, Duration::from_secs(600)), 2, "already past: no wait");
+    }
+}
