@@ -901,3 +901,31 @@ fn runtime_tools_validation_passes_where_runc_does() {
     }
     assert!(regressions.is_empty(), "validations runc passes and cordon fails:\n{}", regressions.join("\n"));
 }
+
+/// A pod's container (the CRI's `container` type, with its sandbox's id)
+/// belongs in the sandbox's sentry; until it can join one it is refused
+/// with one line, not run in a sandbox of its own apart from the pod. The
+/// pod's sandbox container itself runs.
+#[test]
+fn pod_container_is_refused_and_its_sandbox_runs() {
+    require_kvm!();
+    let annotations = |kind: &str| {
+        serde_json::json!({"annotations": {
+            "io.kubernetes.cri.container-type": kind,
+            "io.kubernetes.cri.sandbox-id": "pod1",
+        }})
+    };
+    let sandbox =
+        Bundle::new("oci-pod-sandbox", &["/bin/sh", "-c", "echo pause"], serde_json::json!({}), annotations("sandbox"));
+    let out = sandbox.output(&["run", "--bundle", sandbox.dir.to_str().unwrap(), "pod1"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "pause\n");
+
+    let member = Bundle::new("oci-pod-member", &["/bin/true"], serde_json::json!({}), annotations("container"));
+    let out = member.output(&["create", "--bundle", member.dir.to_str().unwrap(), "app1"]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("joining a pod's sandbox is not supported"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!member.root.join("app1").exists(), "a refused create leaves no state");
+}

@@ -149,11 +149,82 @@ pub fn exec(sd: &StateDir, opts: &ExecOptions) -> Result<ExitCode> {
 }
 
 /// Waits for the process's end on the connection; its status as a shell
-/// gives it (255 if the sandbox ended without saying).
+/// gives it (255 if the sandbox ended without saying). Meanwhile the
+/// signals this process receives are the process's: they are forwarded
+/// (all but those no one can catch, and SIGCHLD, which is this process's
+/// own business).
 fn wait_exited(conn: BorrowedFd) -> u8 {
-    match receive_frame::<Reply>(conn) {
-        Ok(Some((Reply::Exited { status }, _))) => status as u8,
-        _ => 255,
+    let forwarded = match ForwardedSignals::block() {
+        Ok(f) => f,
+        Err(e) => {
+            sentry::diag::line(format_args!("cordon: exec: signals will not be forwarded: {e}"));
+            return match receive_frame::<Reply>(conn) {
+                Ok(Some((Reply::Exited { status }, _))) => status as u8,
+                _ => 255,
+            };
+        }
+    };
+    use rustix::event::{PollFd, PollFlags, poll};
+    loop {
+        let mut fds = [PollFd::new(&conn, PollFlags::IN), PollFd::new(&forwarded.fd, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return 255,
+        }
+        if !fds[1].revents().is_empty() {
+            if let Some(signal) = forwarded.take() {
+                let _ = send_frame(conn, &Request::SignalProcess { signal }, &[]);
+            }
+            continue;
+        }
+        if !fds[0].revents().is_empty() {
+            return match receive_frame::<Reply>(conn) {
+                Ok(Some((Reply::Exited { status }, _))) => status as u8,
+                _ => 255,
+            };
+        }
+    }
+}
+
+/// The signals an exec forwards, blocked and read from a signalfd.
+struct ForwardedSignals {
+    fd: OwnedFd,
+}
+
+impl ForwardedSignals {
+    fn block() -> std::io::Result<ForwardedSignals> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: sigset_t is plain data; sigfillset/sigdelset initialise
+        // and change the local set only.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe {
+            libc::sigfillset(&mut set);
+            for never in [libc::SIGKILL, libc::SIGSTOP, libc::SIGCHLD] {
+                libc::sigdelset(&mut set, never);
+            }
+        }
+        // SAFETY: blocks signals for this (single-threaded) process; the
+        // set is valid.
+        if unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor for the same valid set.
+        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: signalfd returned a new descriptor that nothing else owns.
+        Ok(ForwardedSignals { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// The next pending signal's number, if one is.
+    fn take(&self) -> Option<u32> {
+        let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+        match rustix::io::read(&self.fd, &mut info) {
+            Ok(n) if n == info.len() => Some(u32::from_ne_bytes(info[..4].try_into().unwrap())),
+            _ => None,
+        }
     }
 }
 
@@ -234,4 +305,26 @@ pub fn stats(sd: &StateDir, id: &str) -> Result<ExitCode> {
     });
     println!("{event}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `events` without `--stats`: one line of JSON, as runc prints it, for
+/// each process the container's sandbox kills for want of memory, until
+/// the container ends.
+pub fn events(sd: &StateDir, id: &str) -> Result<ExitCode> {
+    use std::io::Write;
+    let conn = connect(sd)?;
+    send_frame(conn.as_fd(), &Request::Events, &[]).context("the container's control socket")?;
+    loop {
+        match receive_frame::<Reply>(conn.as_fd()) {
+            Ok(Some((Reply::Oom, _))) => {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}", serde_json::json!({"type": "oom", "id": id}))?;
+                out.flush()?;
+            }
+            Ok(Some((Reply::Error { message, .. }, _))) => bail!("{message}"),
+            Ok(Some(_)) => bail!("the container answered events with something else"),
+            // The sandbox ended: so do its events.
+            Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
+        }
+    }
 }

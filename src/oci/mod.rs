@@ -133,7 +133,8 @@ struct ExecArgs {
 
 #[derive(Args)]
 struct EventsArgs {
-    /// Print the statistics once and exit.
+    /// Print the statistics once and exit (without it: a line for each
+    /// process killed for want of memory, until the container ends).
     #[arg(long)]
     stats: bool,
     id: String,
@@ -377,10 +378,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             exec::exec(&sd, &opts)
         }
         Command::Events(a) => {
-            if !a.stats {
-                bail!("events: only --stats is supported");
-            }
-            exec::stats(&StateDir::of(&root, &a.id)?, &a.id)
+            let sd = StateDir::of(&root, &a.id)?;
+            if a.stats { exec::stats(&sd, &a.id) } else { exec::events(&sd, &a.id) }
         }
     }
 }

@@ -38,6 +38,10 @@ pub enum NetworkNamespace {
     Join(PathBuf),
 }
 
+/// The CRI's annotation saying whether a container is a pod's sandbox or
+/// one of the pod's containers.
+const CRI_CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
+
 /// Reads `bundle/config.json`.
 pub fn load(bundle: &Path) -> Result<Spec> {
     let path = bundle.join("config.json");
@@ -64,6 +68,11 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
     let cwd = process.cwd();
     if !cwd.is_absolute() {
         bail!("process.cwd {}: must be an absolute path", cwd.display());
+    }
+    // A pod's other containers belong in its sandbox's sentry, sharing its
+    // network and IPC; a sentry of their own would split the pod silently.
+    if spec.annotations().as_ref().and_then(|a| a.get(CRI_CONTAINER_TYPE)).is_some_and(|t| t == "container") {
+        bail!("annotations: {CRI_CONTAINER_TYPE}=container: joining a pod's sandbox is not supported yet");
     }
     let env: Vec<Vec<u8>> = process.env().clone().unwrap_or_default().into_iter().map(String::into_bytes).collect();
     let user = process.user();

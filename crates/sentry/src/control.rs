@@ -8,7 +8,7 @@
 //! most `PIPE_BUF` bytes are atomic, so messages of several writers never
 //! interleave.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::kernel::Kernel;
@@ -195,10 +195,24 @@ pub struct ProcessSpec {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Request {
-    Exec { process: ProcessSpec, terminal: bool },
+    Exec {
+        process: ProcessSpec,
+        terminal: bool,
+    },
     Ps,
     Stats,
-    Signal { signal: u32, all: bool },
+    Signal {
+        signal: u32,
+        all: bool,
+    },
+    /// On an exec's connection, after it started: a signal for the process
+    /// it started (the runtime forwards what its stand-in receives).
+    SignalProcess {
+        signal: u32,
+    },
+    /// Answered with an `Oom` for each process the sandbox kills for want
+    /// of memory from now on, until either side closes.
+    Events,
     Shutdown,
 }
 
@@ -228,6 +242,8 @@ pub enum Reply {
         pids_limit: Option<u64>,
     },
     Done,
+    /// A process was killed for want of memory.
+    Oom,
 }
 
 /// Largest frame either side sends.
@@ -353,7 +369,6 @@ impl Server {
 
 /// Answers one connection's requests until it closes.
 fn serve(kernel: &Arc<Kernel>, devpts: &Arc<crate::tty::Devpts>, uid: u32, memory_limit: u64, conn: OwnedFd) {
-    use std::os::fd::AsFd;
     let reply = |r: &Reply| send_frame(conn.as_fd(), r, &[]);
     loop {
         let (request, mut fds) = match receive_frame::<Request>(conn.as_fd()) {
@@ -383,7 +398,9 @@ fn serve(kernel: &Arc<Kernel>, devpts: &Arc<crate::tty::Devpts>, uid: u32, memor
                     Ok(started) => {
                         let pid = started.process.tgid;
                         let _ = reply(&Reply::Started { pid });
+                        let watch = ExecWatch::start(kernel.clone(), uid, &conn, started.process.clone());
                         let status = started.wait(kernel);
+                        watch.stop();
                         reply(&Reply::Exited { status: status.shell_code() })
                     }
                     Err(e) => reply(&Reply::Error { message: e.to_string(), status: e.exit_code() }),
@@ -408,6 +425,29 @@ fn serve(kernel: &Arc<Kernel>, devpts: &Arc<crate::tty::Devpts>, uid: u32, memor
                 send(kernel, uid, signal, all);
                 reply(&Reply::Done)
             }
+            Request::SignalProcess { .. } => {
+                let message = "a process's signal belongs on the connection that started it".into();
+                reply(&Reply::Error { message, status: 125 })
+            }
+            Request::Events => {
+                // The thread waits on the count and looks at the
+                // connection between waits, so that a runtime that went
+                // away frees it.
+                let mut seen = kernel.oom_kills.count();
+                loop {
+                    let now = kernel.oom_kills.wait_past(seen, std::time::Duration::from_secs(1));
+                    if (seen..now).try_for_each(|_| reply(&Reply::Oom)).is_err() {
+                        return;
+                    }
+                    seen = now;
+                    let mut fds = [rustix::event::PollFd::new(&conn, rustix::event::PollFlags::IN)];
+                    if rustix::event::poll(&mut fds, Some(&rustix::time::Timespec::default())).is_ok_and(|n| n > 0) {
+                        // Nothing more is asked on this connection: data
+                        // or its end both finish it.
+                        return;
+                    }
+                }
+            }
             Request::Shutdown => {
                 send(kernel, uid, linux_raw_sys::general::SIGKILL, false);
                 reply(&Reply::Done)
@@ -416,5 +456,57 @@ fn serve(kernel: &Arc<Kernel>, devpts: &Arc<crate::tty::Devpts>, uid: u32, memor
         if answered.is_err() {
             return;
         }
+    }
+}
+
+/// What an exec's connection carries while its process runs: signals for
+/// it from the runtime's process that stands for it on the host, and, by
+/// closing, that process's end. Engines hold that stand-in as the exec'd
+/// process (they signal and reap its pid), so its end, even by SIGKILL,
+/// which it cannot forward, is the process's: the process is killed.
+struct ExecWatch {
+    stop: OwnedFd,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl ExecWatch {
+    fn start(kernel: Arc<Kernel>, uid: u32, conn: &OwnedFd, process: Arc<crate::task::ThreadGroup>) -> ExecWatch {
+        use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
+        let stop = eventfd(0, EventfdFlags::CLOEXEC).expect("eventfd");
+        let stop_wait = stop.try_clone().expect("dup eventfd");
+        let conn = conn.try_clone().expect("dup the control connection");
+        let handle = std::thread::Builder::new()
+            .name("control-exec".into())
+            .spawn(move || {
+                let signal = |signal: u32| {
+                    if signal > 0 && signal <= crate::signal::NSIG as u32 {
+                        crate::task::send_to_group(&kernel, &process, SigInfo::user(signal, code::SI_USER, 0, uid));
+                    }
+                };
+                loop {
+                    let mut fds = [PollFd::new(&stop_wait, PollFlags::IN), PollFd::new(&conn, PollFlags::IN)];
+                    if poll(&mut fds, None).is_err() {
+                        continue;
+                    }
+                    if !fds[0].revents().is_empty() {
+                        return;
+                    }
+                    match receive_frame::<Request>(conn.as_fd()) {
+                        Ok(Some((Request::SignalProcess { signal: n }, _))) => signal(n),
+                        Ok(Some((other, _))) => tracing::debug!("control socket: {other:?} during an exec ignored"),
+                        Ok(None) | Err(_) => {
+                            signal(linux_raw_sys::general::SIGKILL);
+                            return;
+                        }
+                    }
+                }
+            })
+            .expect("spawn an exec's watch");
+        ExecWatch { stop, handle }
+    }
+
+    fn stop(self) {
+        let _ = rustix::io::write(&self.stop, &1u64.to_ne_bytes());
+        let _ = self.handle.join();
     }
 }

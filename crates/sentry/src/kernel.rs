@@ -94,6 +94,8 @@ pub struct Kernel {
     pub net: Arc<crate::net::Network>,
     /// The sandbox's System V IPC objects.
     pub ipc: crate::ipc::IpcNamespace,
+    /// Processes killed for want of memory.
+    pub oom_kills: OomKills,
     next_tid: AtomicI32,
     reported: Mutex<HashSet<u64>>,
     host_threads: Mutex<Vec<JoinHandle<()>>>,
@@ -138,6 +140,7 @@ impl Kernel {
             stats: Stats::default(),
             procs: Mutex::new(ProcessTree::default()),
             reparents: AtomicU64::new(0),
+            oom_kills: OomKills::default(),
             futexes: Futexes::default(),
             timers: Arc::new(Timers::default()),
             clock,
@@ -290,5 +293,53 @@ impl TaskThread {
     pub fn start(self, f: impl FnOnce() + Send + 'static) {
         // The thread holds the receiver until it has taken the body.
         let _ = self.start.send(Box::new(f));
+    }
+}
+
+/// The count of processes killed for want of memory (the sandbox's OOM
+/// killer), which a runtime's `events` waits on to report each.
+#[derive(Default)]
+pub struct OomKills {
+    count: Mutex<u64>,
+    changed: std::sync::Condvar,
+}
+
+impl OomKills {
+    pub fn record(&self) {
+        *self.count.lock().unwrap() += 1;
+        self.changed.notify_all();
+    }
+
+    pub fn count(&self) -> u64 {
+        *self.count.lock().unwrap()
+    }
+
+    /// Waits at most `limit` for the count to pass `seen`; the count then.
+    pub fn wait_past(&self, seen: u64, limit: std::time::Duration) -> u64 {
+        let count = self.count.lock().unwrap();
+        let (count, _) = self.changed.wait_timeout_while(count, limit, |c| *c <= seen).unwrap();
+        *count
+    }
+}
+
+#[cfg(test)]
+mod oom_kills_tests {
+    use super::OomKills;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_waiter_sees_each_kill_past_what_it_saw() {
+        let kills = Arc::new(OomKills::default());
+        assert_eq!(kills.wait_past(0, Duration::from_millis(1)), 0, "nothing to see: the wait times out");
+        let waiter = {
+            let kills = kills.clone();
+            std::thread::spawn(move || kills.wait_past(0, Duration::from_secs(600)))
+        };
+        kills.record();
+        assert_eq!(waiter.join().unwrap(), 1);
+        kills.record();
+        assert_eq!(kills.count(), 2);
+        assert_eq!(kills.wait_past(1, Duration::from_secs(600)), 2, "already past: no wait");
     }
 }

@@ -38,6 +38,7 @@ impl Task {
         if e.is_out_of_memory() {
             // No memory left to back the page: the OOM killer's answer,
             // SIGKILL for the faulting process, which nothing can catch.
+            self.kernel.oom_kills.record();
             crate::task::send_to_group(&self.kernel, &self.tg, SigInfo::kernel(g::SIGKILL));
             return;
         }
