@@ -18,10 +18,10 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::engine::{IMAGE, LIMIT, cleanup_dir, expect, image_tar, private_dir, pty, tools_present};
+use common::engine::{Cli, IMAGE, LIMIT, cleanup_dir, expect, image_tar, private_dir, pty, tools_present};
 
 /// A private dockerd with cordon registered, stopped (with every
 /// container, shim and containerd of it) when dropped.
@@ -99,48 +99,18 @@ impl Docker {
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
     }
+}
 
-    /// `docker ARGS` against this daemon.
+impl Cli for Docker {
+    fn name(&self) -> &str {
+        "docker"
+    }
+
     fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("docker");
         cmd.env("DOCKER_HOST", format!("unix://{}", self.socket.display())).args(args);
         cmd.stdin(Stdio::null());
         cmd
-    }
-
-    fn output(&self, args: &[&str]) -> Output {
-        let child = self.cmd(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("docker");
-        common::finish_within(child, LIMIT, &format!("docker {args:?}"))
-    }
-
-    /// Runs `docker ARGS`, which must succeed.
-    fn ok(&self, args: &[&str]) -> Output {
-        let out = self.output(args);
-        assert!(
-            out.status.success(),
-            "docker {args:?}: {:?}\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    fn text(&self, args: &[&str]) -> String {
-        String::from_utf8(self.ok(args).stdout).unwrap()
-    }
-
-    /// Polls `docker logs NAME` until it shows `what`.
-    fn wait_for_log(&self, name: &str, what: &str) {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            let out = self.output(&["logs", name]);
-            if String::from_utf8_lossy(&out.stdout).contains(what) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{name} never logged {what:?}:\n{out:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 }
 

@@ -12,10 +12,9 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use common::engine::{IMAGE, LIMIT, cleanup_dir, image_tar, private_dir, tools_present};
+use common::engine::{Cli, IMAGE, LIMIT, cleanup_dir, image_tar, private_dir, tools_present};
 
 /// A private podman store, emptied (containers, conmon, mounts) when
 /// dropped.
@@ -28,6 +27,12 @@ impl Podman {
         let p = Podman { dir: private_dir(name) };
         p.ok(&["import", &image_tar().to_string_lossy(), IMAGE]);
         p
+    }
+}
+
+impl Cli for Podman {
+    fn name(&self) -> &str {
+        "podman"
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
@@ -45,39 +50,6 @@ impl Podman {
             // inherits.
             .current_dir(&self.dir);
         cmd
-    }
-
-    fn output(&self, args: &[&str]) -> Output {
-        let child = self.cmd(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("podman");
-        common::finish_within(child, LIMIT, &format!("podman {args:?}"))
-    }
-
-    fn ok(&self, args: &[&str]) -> Output {
-        let out = self.output(args);
-        assert!(
-            out.status.success(),
-            "podman {args:?}: {:?}\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    fn text(&self, args: &[&str]) -> String {
-        String::from_utf8(self.ok(args).stdout).unwrap()
-    }
-
-    fn wait_for_log(&self, name: &str, what: &str) {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            let out = self.output(&["logs", name]);
-            if String::from_utf8_lossy(&out.stdout).contains(what) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{name} never logged {what:?}:\n{out:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -133,6 +133,56 @@ pub fn expect(master: &mut std::fs::File, seen: &mut Vec<u8>, marker: &str, what
         match std::io::Read::read(master, &mut buf) {
             Ok(0) | Err(_) => panic!("{what}: the terminal closed; it showed:\n{}", String::from_utf8_lossy(seen)),
             Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// An engine's command line (docker's, podman's) pointed at the test's own
+/// daemon or store.
+pub trait Cli {
+    /// The program, for messages.
+    fn name(&self) -> &str;
+    /// `ENGINE ARGS` against the test's engine, stdin closed.
+    fn cmd(&self, args: &[&str]) -> Command;
+
+    fn output(&self, args: &[&str]) -> Output {
+        let child = self
+            .cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        super::finish_within(child, LIMIT, &format!("{} {args:?}", self.name()))
+    }
+
+    /// Runs `ENGINE ARGS`, which must succeed.
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.output(args);
+        assert!(
+            out.status.success(),
+            "{} {args:?}: {:?}\n{}{}",
+            self.name(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn text(&self, args: &[&str]) -> String {
+        String::from_utf8(self.ok(args).stdout).unwrap()
+    }
+
+    /// Polls `ENGINE logs NAME` until it shows `what`.
+    fn wait_for_log(&self, name: &str, what: &str) {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let out = self.output(&["logs", name]);
+            if String::from_utf8_lossy(&out.stdout).contains(what) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{name} never logged {what:?}:\n{out:?}");
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
