@@ -21,7 +21,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::engine::{Cli, IMAGE, LIMIT, cleanup_dir, expect, image_tar, private_dir, pty, tools_present};
+use common::engine::{
+    Cli, IMAGE, LIMIT, cleanup_dir, expect, image_tar, kill_processes_naming, private_dir, pty, tools_present,
+};
 
 /// A private dockerd with cordon registered, stopped (with every
 /// container, shim and containerd of it) when dropped.
@@ -132,16 +134,7 @@ impl Drop for Docker {
         let _ = self.daemon.kill();
         let _ = self.daemon.wait();
         // Whatever outlived it (shims are daemons of their own).
-        let dir = self.dir.to_string_lossy().into_owned();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains(&dir)
-                && let Some(pid) = rustix::process::Pid::from_raw(pid)
-            {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-        }
+        kill_processes_naming(&self.dir);
         if let Some(bridge) = &self.bridge {
             let _ = Command::new("ip").args(["link", "del", bridge]).output();
         }

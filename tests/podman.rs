@@ -14,7 +14,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use common::engine::{Cli, IMAGE, LIMIT, cleanup_dir, image_tar, private_dir, tools_present};
+use common::engine::{Cli, IMAGE, LIMIT, cleanup_dir, image_tar, kill_processes_naming, private_dir, tools_present};
 
 /// A private podman store, emptied (containers, conmon, mounts) when
 /// dropped.
@@ -56,16 +56,7 @@ impl Cli for Podman {
 impl Drop for Podman {
     fn drop(&mut self) {
         let _ = self.output(&["rm", "-a", "-f", "-t", "0"]);
-        let dir = self.dir.to_string_lossy().into_owned();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains(&dir)
-                && let Some(pid) = rustix::process::Pid::from_raw(pid)
-            {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-        }
+        kill_processes_naming(&self.dir);
         cleanup_dir(&self.dir);
     }
 }

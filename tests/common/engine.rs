@@ -186,3 +186,19 @@ pub trait Cli {
         }
     }
 }
+
+/// Kills every process whose command line names `dir`: what an engine
+/// started there and left running (shims and conmon are daemons of their
+/// own).
+pub fn kill_processes_naming(dir: &Path) {
+    let dir = dir.to_string_lossy().into_owned();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&dir)
+            && let Some(pid) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
