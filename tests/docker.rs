@@ -16,7 +16,6 @@ mod common;
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -352,19 +351,7 @@ fn docker_interactive_shell_on_a_pty() {
 fn shell_on_pty(d: &Docker, args: &[&str], what: &str) -> Option<i32> {
     let mut cmd = d.cmd(args);
     let (master, slave) = pty();
-    cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
-        .stdout(Stdio::from(slave.try_clone().unwrap()))
-        .stderr(Stdio::from(slave));
-    // SAFETY: between fork and exec only async-signal-safe calls: a new
-    // session with the pty (stdin) as its terminal.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    common::on_controlling_terminal(&mut cmd, slave);
     let mut child = cmd.spawn().expect("docker with a terminal");
     drop(cmd);
     let mut master = std::fs::File::from(master);

@@ -12,7 +12,6 @@ mod common;
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -50,19 +49,7 @@ impl Session {
         // SAFETY: both descriptors were just opened and are ours alone.
         let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
         set_window(&master, 24, 80);
-        cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
-            .stdout(Stdio::from(slave.try_clone().unwrap()))
-            .stderr(Stdio::from(slave));
-        // SAFETY: between fork and exec only async-signal-safe calls are
-        // made: a new session, then the pty (stdin) as its terminal.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        common::on_controlling_terminal(&mut cmd, slave);
         let child = cmd.spawn().expect("spawn on the pty");
         Session { what, master: master.into(), child, seen: Vec::new(), pos: 0, deadline: Instant::now() + LIMIT }
     }

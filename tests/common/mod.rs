@@ -305,3 +305,23 @@ pub fn kvm_node_for(dir: &Path, id: u32) -> PathBuf {
         .expect("chown");
     node
 }
+
+/// Makes `slave` (a pty's) the command's stdin, stdout and stderr and its
+/// controlling terminal, in a session of its own, as a terminal emulator
+/// starts a shell.
+pub fn on_controlling_terminal(cmd: &mut Command, slave: std::os::fd::OwnedFd) {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave));
+    // SAFETY: between fork and exec only async-signal-safe calls are made:
+    // a new session, then the pty (stdin) as its terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
