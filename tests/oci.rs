@@ -902,12 +902,12 @@ fn runtime_tools_validation_passes_where_runc_does() {
     assert!(regressions.is_empty(), "validations runc passes and cordon fails:\n{}", regressions.join("\n"));
 }
 
-/// A pod's container (the CRI's `container` type, with its sandbox's id)
-/// belongs in the sandbox's sentry; until it can join one it is refused
-/// with one line, not run in a sandbox of its own apart from the pod. The
-/// pod's sandbox container itself runs.
+/// A pod as the CRI plugin makes one: a sandbox container, then the pod's
+/// containers (the `container` type, with the sandbox's id), each with a
+/// root and mounts of its own, joining the sandbox's sentry: they reach
+/// each other on localhost, but not each other's files.
 #[test]
-fn pod_container_is_refused_and_its_sandbox_runs() {
+fn pod_containers_join_their_sandbox() {
     require_kvm!();
     let annotations = |kind: &str| {
         serde_json::json!({"annotations": {
@@ -915,17 +915,92 @@ fn pod_container_is_refused_and_its_sandbox_runs() {
             "io.kubernetes.cri.sandbox-id": "pod1",
         }})
     };
-    let sandbox =
-        Bundle::new("oci-pod-sandbox", &["/bin/sh", "-c", "echo pause"], serde_json::json!({}), annotations("sandbox"));
-    let out = sandbox.output(&["run", "--bundle", sandbox.dir.to_str().unwrap(), "pod1"]);
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "pause\n");
+    let sandbox = Bundle::new(
+        "oci-pod-sandbox",
+        &["/bin/sh", "-c", "trap 'exit 0' TERM; echo pause; while :; do sleep 0.1; done"],
+        serde_json::json!({}),
+        annotations("sandbox"),
+    );
+    // Each member in a bundle of its own, its root marked with its name,
+    // under the sandbox's state root (as an engine's shim keeps them).
+    let member = |name: &str, args: &[&str]| {
+        let b = Bundle::new(&format!("oci-pod-{name}"), args, serde_json::json!({}), annotations("container"));
+        std::fs::write(b.dir.join("rootfs/whoami"), format!("{name}\n")).unwrap();
+        Bundle { dir: b.dir, root: sandbox.root.clone() }
+    };
+    let server = "import socket\n\
+        s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+        s.bind(('127.0.0.1', 8080)); s.listen()\n\
+        print('listening', flush=True)\n\
+        c, _ = s.accept(); print('got', c.recv(100).decode(), flush=True); c.sendall(b'pong')\n\
+        import time\n\
+        while True: time.sleep(1)\n";
+    let script_a = format!("cat /whoami; echo a > /tmp/mark; exec python3 -c \"{server}\"");
+    let a = member("a", &["/bin/sh", "-c", &script_a]);
+    let client = "import socket; c = socket.create_connection(('127.0.0.1', 8080)); c.sendall(b'ping'); \
+        print(c.recv(100).decode())";
+    let script_b = format!(
+        "cat /whoami; test -e /tmp/mark && echo sees a; grep -c ' /tmp ' /proc/self/mountinfo; \
+         python3 -c \"{client}\"; exit 3"
+    );
+    let b = member("b", &["/bin/sh", "-c", &script_b]);
 
-    let member = Bundle::new("oci-pod-member", &["/bin/true"], serde_json::json!({}), annotations("container"));
-    let out = member.output(&["create", "--bundle", member.dir.to_str().unwrap(), "app1"]);
+    // Without its sandbox running, a member is refused in one line.
+    let out = a.output(&["create", "--bundle", a.dir.to_str().unwrap(), "early"]);
     assert!(!out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("joining a pod's sandbox is not supported"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(!member.root.join("app1").exists(), "a refused create leaves no state");
+    assert!(err.contains("pod1") && err.lines().count() == 1, "{err}");
+    assert!(!a.root.join("early").exists(), "a refused create leaves no state");
+
+    let pause = sandbox.create("pod1", &[]);
+    sandbox.ok(&["start", "pod1"]);
+    let mut pause = BufReader::new(pause).lines();
+    assert_eq!(pause.next().unwrap().unwrap(), "pause");
+
+    let out_a = a.create("a1", &[]);
+    assert_eq!(a.state("a1")["status"], "created");
+    assert_eq!(a.state("a1")["pid"], a.pid_file("a1"), "the pid file names the process that stands for it");
+    a.ok(&["start", "a1"]);
+    let mut out_a = BufReader::new(out_a).lines();
+    assert_eq!(out_a.next().unwrap().unwrap(), "a");
+    assert_eq!(out_a.next().unwrap().unwrap(), "listening");
+    assert_eq!(a.state("a1")["status"], "running");
+
+    let out_b = b.create("b1", &[]);
+    let exited = pidfd(b.pid_file("b1"));
+    b.ok(&["start", "b1"]);
+    let mut seen = String::new();
+    BufReader::new(out_b).read_to_string(&mut seen).unwrap();
+    // Its own root and /tmp (one tmpfs there, not the first member's), the
+    // first member's server on the pod's localhost.
+    assert_eq!(seen, "b\n1\npong\n");
+    wait_gone(&exited, "the second member's process");
+    assert_eq!(out_a.next().unwrap().unwrap(), "got ping");
+    assert_eq!(b.state("b1")["status"], "stopped");
+    b.ok(&["delete", "b1"]);
+
+    // An exec joins the member it names; ps lists that member's processes
+    // only, and the sandbox's its own.
+    let out = a.ok(&["exec", "a1", "--", "/bin/sh", "-c", "cat /whoami /tmp/mark"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a\na\n");
+    let ps = |id: &str| -> Vec<i32> { serde_json::from_slice(&a.ok(&["ps", "--format", "json", id]).stdout).unwrap() };
+    let (in_a, in_pod) = (ps("a1"), ps("pod1"));
+    assert!(!in_a.is_empty() && !in_a.contains(&1), "{in_a:?}");
+    assert!(in_pod.contains(&1) && in_a.iter().all(|p| !in_pod.contains(p)), "{in_pod:?} {in_a:?}");
+
+    // A signal reaches the member, not the sandbox.
+    let member_gone = pidfd(a.pid_file("a1"));
+    a.ok(&["kill", "a1", "KILL"]);
+    wait_gone(&member_gone, "the member's process");
+    assert_eq!(a.state("a1")["status"], "stopped");
+    assert_eq!(sandbox.state("pod1")["status"], "running");
+    a.ok(&["delete", "a1"]);
+    sandbox.ok(&["kill", "pod1", "TERM"]);
+    let pod_gone = pidfd(sandbox.pid_file("pod1"));
+    wait_gone(&pod_gone, "the sandbox");
+    sandbox.ok(&["delete", "pod1"]);
+    let left: Vec<_> =
+        std::fs::read_dir(&sandbox.root).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "state left behind: {left:?}");
+    assert!(processes_naming(&sandbox.root).is_empty(), "processes left behind");
 }

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use oci_spec::runtime::Hook;
 use sentry::confine::{self, HostNetwork, Role};
-use sentry::control::Message;
+use sentry::control::{Message, Request};
 use sentry::net::NetworkMode;
 use sentry::sandbox::{Sandbox, SandboxConfig};
 
@@ -49,7 +49,13 @@ pub fn create(opts: &CreateOptions, container: Container, spec: &oci_spec::runti
         (false, _) => None,
     };
     let sd = StateDir::make(opts.root, opts.id)?;
+    let joins = container.joins.clone();
     let made = (|| -> Result<i32> {
+        if let Some(sandbox) = &joins {
+            std::fs::write(sd.path(CREATED), b"").context("the state directory")?;
+            let process = spec.process().as_ref().context("config.json: process is required")?;
+            return super::join::create(&sd, sandbox, &container, process, console.map(|c| c.slave));
+        }
         rustix::fs::mkfifoat(rustix::fs::CWD, sd.path(CONTROL), rustix::fs::Mode::from_raw_mode(0o600))
             .context("the control channel")?;
         std::fs::write(sd.path(CREATED), b"").context("the state directory")?;
@@ -127,6 +133,7 @@ pub fn create(opts: &CreateOptions, container: Container, spec: &oci_spec::runti
         annotations: spec.annotations().clone().unwrap_or_default(),
         hooks,
         owner: rustix::process::geteuid().as_raw(),
+        sandbox: joins,
     };
     let finish = (|| -> Result<()> {
         sd.save(&record)?;
@@ -377,7 +384,10 @@ pub fn start(sd: &StateDir) -> Result<()> {
     // The start that removes the mark is the one that starts it.
     std::fs::remove_file(sd.path(CREATED))
         .with_context(|| format!("container {} is not in created state", record.id))?;
-    send(sd, Message::Start)?;
+    match &record.sandbox {
+        Some(_) => super::join::ask(sd, &record, Request::StartContainer { id: record.id.clone() })?,
+        None => send(sd, Message::Start)?,
+    }
     let state_json = sd.oci_state(&record, Status::Running).to_string();
     for hook in record.hooks.as_ref().and_then(|h| h.poststart().clone()).into_iter().flatten() {
         if let Err(e) = run_hook(&hook, &state_json) {
@@ -411,6 +421,10 @@ pub fn kill(sd: &StateDir, signal: i32, all: bool) -> Result<()> {
     let status = sd.status(&record);
     if !matches!(status, Status::Created | Status::Running) {
         bail!("container {} is not running", record.id);
+    }
+    if record.sandbox.is_some() {
+        let container = Some(record.id.clone());
+        return super::join::ask(sd, &record, Request::Signal { signal: signal as u32, all, container });
     }
     if signal == libc::SIGKILL && all {
         kill_process(&record);
@@ -563,7 +577,7 @@ pub fn run(
                 };
             }
         } else if sig > 0 {
-            let _ = send(&sd, Message::Signal { signal: sig as u8, all: false });
+            let _ = kill(&sd, sig, false);
         }
     };
     delete(&sd, true)?;

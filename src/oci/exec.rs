@@ -25,19 +25,23 @@ pub struct ExecOptions {
     pub command: Vec<String>,
 }
 
-/// Connects to a running container's control socket.
-fn connect(sd: &StateDir) -> Result<UnixStream> {
+/// Connects to the control socket of the sentry that serves a running
+/// container; returns the connection and the container's name in that
+/// sentry (None for its first container).
+fn connect(sd: &StateDir) -> Result<(UnixStream, Option<String>)> {
     let record = sd.load()?;
     if sd.status(&record) != Status::Running {
         bail!("container {} is not running", record.id);
     }
-    sd.with_socket_path(|p| UnixStream::connect(p))
+    let (served, name) = sd.served_at(&record)?;
+    Ok((served.with_socket_path(|p| UnixStream::connect(p))?, name))
 }
 
-/// One request and its one answer.
-fn ask(sd: &StateDir, request: &Request) -> Result<Reply> {
-    let conn = connect(sd)?;
-    send_frame(conn.as_fd(), request, &[]).context("the container's control socket")?;
+/// One request, made for the container's name in its sentry, and its one
+/// answer.
+fn ask(sd: &StateDir, request: impl FnOnce(Option<String>) -> Request) -> Result<Reply> {
+    let (conn, name) = connect(sd)?;
+    send_frame(conn.as_fd(), &request(name), &[]).context("the container's control socket")?;
     match receive_frame::<Reply>(conn.as_fd()).context("the container's control socket")? {
         Some((Reply::Error { message, .. }, _)) => bail!("{message}"),
         Some((reply, _)) => Ok(reply),
@@ -89,7 +93,7 @@ fn process_spec(sd: &StateDir, opts: &ExecOptions) -> Result<(ProcessSpec, bool)
 /// the pid file names that child).
 pub fn exec(sd: &StateDir, opts: &ExecOptions) -> Result<ExitCode> {
     let (spec, terminal) = process_spec(sd, opts)?;
-    let conn = connect(sd)?;
+    let (conn, container) = connect(sd)?;
     // The terminal's host side: a pty whose master goes to the console
     // socket, or the caller's own terminal.
     let mut raw_restore = None;
@@ -110,7 +114,7 @@ pub fn exec(sd: &StateDir, opts: &ExecOptions) -> Result<ExitCode> {
         }
         (false, _) => None,
     };
-    let request = Request::Exec { process: spec, terminal };
+    let request = Request::Exec { process: spec, terminal, container };
     use rustix::stdio::{stderr, stdin, stdout};
     let stdio: Vec<BorrowedFd> = match &console {
         Some(slave) => vec![slave.as_fd()],
@@ -133,7 +137,11 @@ pub fn exec(sd: &StateDir, opts: &ExecOptions) -> Result<ExitCode> {
             _ => bail!("the container closed its control socket"),
         }
         if opts.detach {
-            return detach(conn.into(), opts.pid_file.as_ref());
+            let pid = stand_in(conn.into())?;
+            if let Some(path) = &opts.pid_file {
+                std::fs::write(path, pid.to_string()).with_context(|| format!("--pid-file {}", path.display()))?;
+            }
+            return Ok(ExitCode::SUCCESS);
         }
         if let Some(path) = &opts.pid_file {
             std::fs::write(path, std::process::id().to_string())
@@ -228,9 +236,11 @@ impl ForwardedSignals {
     }
 }
 
-/// Forks the process that stands for the exec'd one on the host: it waits
-/// for its end and exits with its status.
-fn detach(conn: OwnedFd, pid_file: Option<&PathBuf>) -> Result<ExitCode> {
+/// Forks the process that stands for one started in a sandbox on the host
+/// (an exec'd one, or a pod's container's first): it waits for its end on
+/// `conn`, forwarding the signals it gets, and exits with its status.
+/// Returns its pid.
+pub fn stand_in(conn: OwnedFd) -> Result<i32> {
     // SAFETY: cordon has one thread here, so the child starts with a
     // consistent copy.
     let pid = unsafe { libc::fork() };
@@ -253,14 +263,11 @@ fn detach(conn: OwnedFd, pid_file: Option<&PathBuf>) -> Result<ExitCode> {
         }
         std::process::exit(wait_exited(conn.as_fd()).into());
     }
-    if let Some(path) = pid_file {
-        std::fs::write(path, pid.to_string()).with_context(|| format!("--pid-file {}", path.display()))?;
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(pid)
 }
 
 /// Puts the terminal `fd` in raw mode; returns its settings before.
-fn raw(fd: BorrowedFd) -> Result<libc::termios> {
+pub fn raw(fd: BorrowedFd) -> Result<libc::termios> {
     use std::os::fd::AsRawFd;
     // SAFETY: tcgetattr fills a termios we own; cfmakeraw changes a copy,
     // which tcsetattr reads.
@@ -278,7 +285,9 @@ fn raw(fd: BorrowedFd) -> Result<libc::termios> {
 
 /// The container's processes, by their pids inside.
 pub fn ps(sd: &StateDir, json: bool) -> Result<ExitCode> {
-    let Reply::Ps { pids } = ask(sd, &Request::Ps)? else { bail!("the container answered ps with something else") };
+    let Reply::Ps { pids } = ask(sd, |container| Request::Ps { container })? else {
+        bail!("the container answered ps with something else")
+    };
     if json {
         println!("{}", serde_json::to_string(&pids)?);
     } else {
@@ -292,7 +301,7 @@ pub fn ps(sd: &StateDir, json: bool) -> Result<ExitCode> {
 
 /// `events --stats`: one stats event, as runc prints it.
 pub fn stats(sd: &StateDir, id: &str) -> Result<ExitCode> {
-    let Reply::Stats { memory_bytes, memory_limit_bytes, pids, pids_limit } = ask(sd, &Request::Stats)? else {
+    let Reply::Stats { memory_bytes, memory_limit_bytes, pids, pids_limit } = ask(sd, |_| Request::Stats)? else {
         bail!("the container answered stats with something else")
     };
     let event = serde_json::json!({
@@ -312,7 +321,7 @@ pub fn stats(sd: &StateDir, id: &str) -> Result<ExitCode> {
 /// the container ends.
 pub fn events(sd: &StateDir, id: &str) -> Result<ExitCode> {
     use std::io::Write;
-    let conn = connect(sd)?;
+    let (conn, _) = connect(sd)?;
     send_frame(conn.as_fd(), &Request::Events, &[]).context("the container's control socket")?;
     loop {
         match receive_frame::<Reply>(conn.as_fd()) {

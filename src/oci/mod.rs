@@ -4,6 +4,7 @@
 
 mod container;
 mod exec;
+mod join;
 mod spec;
 mod state;
 

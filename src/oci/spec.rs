@@ -26,6 +26,10 @@ pub struct Container {
     /// The network namespace the sentry serves the sandbox's inet sockets
     /// from (None: the runtime's own, as for `--network=host`).
     pub network_namespace: Option<NetworkNamespace>,
+    /// For a pod's container: the id of the pod's sandbox container, whose
+    /// sentry it joins (sharing its network, IPC and limits) instead of
+    /// getting one of its own.
+    pub joins: Option<String>,
 }
 
 /// The network namespace a container's sentry makes its host sockets in.
@@ -38,9 +42,27 @@ pub enum NetworkNamespace {
     Join(PathBuf),
 }
 
-/// The CRI's annotation saying whether a container is a pod's sandbox or
-/// one of the pod's containers.
-const CRI_CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
+/// The annotations saying whether a container is a pod's sandbox or one of
+/// the pod's containers, and which pod's, as containerd's CRI plugin and
+/// CRI-O set them: (type, its value for a pod's container, sandbox id).
+const POD_ANNOTATIONS: [(&str, &str, &str); 2] = [
+    ("io.kubernetes.cri.container-type", "container", "io.kubernetes.cri.sandbox-id"),
+    ("io.kubernetes.cri-o.ContainerType", "container", "io.kubernetes.cri-o.SandboxID"),
+];
+
+/// The id of the pod sandbox container that `spec`'s container belongs in,
+/// if it is a pod's container.
+fn pod_sandbox(spec: &Spec) -> Result<Option<String>> {
+    let Some(annotations) = spec.annotations().as_ref() else { return Ok(None) };
+    for (kind, container, sandbox) in POD_ANNOTATIONS {
+        if annotations.get(kind).is_some_and(|t| t == container) {
+            let id = annotations.get(sandbox).filter(|id| !id.is_empty());
+            let id = id.with_context(|| format!("annotations: {kind}={container} without {sandbox}"))?;
+            return Ok(Some(id.clone()));
+        }
+    }
+    Ok(None)
+}
 
 /// Reads `bundle/config.json`.
 pub fn load(bundle: &Path) -> Result<Spec> {
@@ -70,10 +92,8 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         bail!("process.cwd {}: must be an absolute path", cwd.display());
     }
     // A pod's other containers belong in its sandbox's sentry, sharing its
-    // network and IPC; a sentry of their own would split the pod silently.
-    if spec.annotations().as_ref().and_then(|a| a.get(CRI_CONTAINER_TYPE)).is_some_and(|t| t == "container") {
-        bail!("annotations: {CRI_CONTAINER_TYPE}=container: joining a pod's sandbox is not supported yet");
-    }
+    // network, IPC and limits.
+    let joins = pod_sandbox(spec)?;
     let env: Vec<Vec<u8>> = process.env().clone().unwrap_or_default().into_iter().map(String::into_bytes).collect();
     let user = process.user();
     if user.username().is_some() {
@@ -95,7 +115,10 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
     };
     let linux = spec.linux().as_ref();
     let mut network_namespace = None;
-    for ns in linux.and_then(|l| l.namespaces().as_ref()).into_iter().flatten() {
+    // A pod's container is in its sandbox's namespaces, which the engine
+    // names by path: it shares that sentry's, which are those.
+    let namespaces = linux.and_then(|l| l.namespaces().as_ref()).filter(|_| joins.is_none());
+    for ns in namespaces.into_iter().flatten() {
         match (ns.typ(), ns.path()) {
             // An engine's network (a veth in its bridge, say): the sentry
             // serves the sandbox's inet sockets from inside it.
@@ -117,7 +140,8 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
             _ => {}
         }
     }
-    let resources = linux.and_then(|l| l.resources().as_ref());
+    // A pod's container lives within its sandbox's limits.
+    let resources = linux.and_then(|l| l.resources().as_ref()).filter(|_| joins.is_none());
     let memory = match resources.and_then(|r| r.memory().as_ref()).and_then(|m| m.limit()) {
         Some(limit) if limit > 0 => {
             let limit = limit as u64;
@@ -192,6 +216,7 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         terminal: config.terminal,
         console_size: process.console_size().map(|b| (b.height() as u16, b.width() as u16)),
         network_namespace,
+        joins,
         config,
     })
 }
@@ -486,6 +511,25 @@ mod tests {
         assert!(one_mount(serde_json::json!({"destination": "/mq", "type": "mqueue", "source": "mqueue"})).is_err());
         let bad = serde_json::json!({"destination": "/dev/pts", "type": "devpts", "options": ["ptmxmode=999"]});
         assert!(one_mount(bad).is_err());
+    }
+
+    #[test]
+    fn a_pods_container_names_its_sandbox() {
+        let with = |annotations: serde_json::Value| -> Spec {
+            serde_json::from_value(serde_json::json!({"ociVersion": "1.0.2", "annotations": annotations})).unwrap()
+        };
+        let cri = with(serde_json::json!({
+            "io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-id": "pod"}));
+        assert_eq!(pod_sandbox(&cri).unwrap().as_deref(), Some("pod"));
+        let crio = with(serde_json::json!({
+            "io.kubernetes.cri-o.ContainerType": "container", "io.kubernetes.cri-o.SandboxID": "p2"}));
+        assert_eq!(pod_sandbox(&crio).unwrap().as_deref(), Some("p2"));
+        let sandbox = with(serde_json::json!({
+            "io.kubernetes.cri.container-type": "sandbox", "io.kubernetes.cri.sandbox-id": "pod"}));
+        assert_eq!(pod_sandbox(&sandbox).unwrap(), None, "the sandbox has a sentry of its own");
+        assert_eq!(pod_sandbox(&with(serde_json::json!({}))).unwrap(), None);
+        let orphan = with(serde_json::json!({"io.kubernetes.cri.container-type": "container"}));
+        assert!(pod_sandbox(&orphan).is_err(), "a pod's container without its sandbox's id");
     }
 
     #[test]

@@ -42,6 +42,10 @@ pub struct Record {
     pub hooks: Option<oci_spec::runtime::Hooks>,
     /// The user that created it.
     pub owner: u32,
+    /// For a pod's container: the id of the pod's sandbox container, whose
+    /// sentry runs it.
+    #[serde(default)]
+    pub sandbox: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +120,24 @@ impl StateDir {
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// The state directory of container `id` beside this one (under the
+    /// same root).
+    pub fn sibling(&self, id: &str) -> Result<StateDir> {
+        check_id(id)?;
+        Ok(StateDir { dir: self.dir.with_file_name(id) })
+    }
+
+    /// Where `record`'s container is served: the state directory whose
+    /// control socket reaches its sentry (its pod's sandbox's, for a pod's
+    /// container), and the container's name in that sentry (None for the
+    /// sentry's first container).
+    pub fn served_at(&self, record: &Record) -> Result<(StateDir, Option<String>)> {
+        match &record.sandbox {
+            Some(sandbox) => Ok((self.sibling(sandbox)?, Some(record.id.clone()))),
+            None => Ok((StateDir { dir: self.dir.clone() }, None)),
+        }
     }
 
     /// Runs `f` with a path to the control socket short enough for a

@@ -74,6 +74,10 @@ pub struct Kernel {
     pub devfs: std::sync::OnceLock<Arc<dyn crate::fs::Inode>>,
     /// The sandbox's ptys, which /dev/tty and /dev/ptmx nodes open.
     pub devpts: std::sync::OnceLock<Arc<crate::tty::Devpts>>,
+    /// The host's files as the sandbox reaches them: the roots and bind
+    /// mounts of containers that join the sandbox later come from it too,
+    /// so their files have the same numbers.
+    pub hostfs: std::sync::OnceLock<Arc<crate::fs::host::HostFs>>,
     /// The unmounted tmpfs memfds live in (Linux's shm_mnt).
     pub memfd_root: Arc<Dentry>,
     pub config: KernelConfig,
@@ -125,6 +129,7 @@ impl Kernel {
             root: Dentry::root(root_mount),
             devfs: std::sync::OnceLock::new(),
             devpts: std::sync::OnceLock::new(),
+            hostfs: std::sync::OnceLock::new(),
             memfd_root: Dentry::root(crate::fs::Mount::new(
                 "tmpfs",
                 "memfd",

@@ -143,7 +143,7 @@ pub struct SandboxConfig {
 /// `mounts`, `linux.devices` and `linux.readonlyPaths`) lays them out:
 /// mounted in its order, each with its own flags, so that
 /// /proc/self/mountinfo shows what runc's container shows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContainerLayout {
     pub mounts: Vec<ContainerMount>,
     /// Device nodes made once the mounts are in place.
@@ -154,7 +154,7 @@ pub struct ContainerLayout {
 }
 
 /// One mount of a container's configuration.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContainerMount {
     /// Absolute path inside the sandbox.
     pub at: Vec<u8>,
@@ -166,7 +166,7 @@ pub struct ContainerMount {
 }
 
 /// What a container's mount is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MountKind {
     /// A tmpfs of the sandbox's memory.
     Tmpfs {
@@ -193,7 +193,7 @@ pub enum MountKind {
 }
 
 /// A device node to make (`linux.devices`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceSpec {
     pub path: Vec<u8>,
     /// The S_IF* type and the permission bits.
@@ -321,9 +321,6 @@ impl Sandbox {
         let root = host
             .open_tree(config.rootfs_open_at.as_ref().unwrap_or(&config.rootfs), false)
             .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
-        if root.file_type() != FileType::Directory {
-            return Err(SandboxError::Setup(format!("{}: not a directory", config.rootfs.display())));
-        }
         let facts = AuxFacts {
             uid: config.creds.uid.real,
             euid: config.creds.uid.effective,
@@ -345,13 +342,7 @@ impl Sandbox {
             vdso: Some(Arc::new(Vdso::new(&mf, &clock).map_err(|e| SandboxError::Setup(e.to_string()))?)),
             ..facts
         };
-        let root_mount = if config.read_only_root {
-            Mount::new("hostfs", config.rootfs.display().to_string(), true, root)
-        } else {
-            let overlay = Overlay::over(root, mf.clone())
-                .map_err(|e| SandboxError::Setup(format!("{}: {e}", config.rootfs.display())))?;
-            Mount::new("overlay", "overlay", false, overlay)
-        };
+        let root_mount = root_mount(&mf, root, config.read_only_root, &config.rootfs.display().to_string())?;
         let kernel = Kernel::new(
             platform,
             mf.clone(),
@@ -374,25 +365,15 @@ impl Sandbox {
         let devfs = dev::new_devfs(crate::tty::dev_entries(&devpts));
         let _ = kernel.devfs.set(devfs.clone());
         let _ = kernel.devpts.set(devpts.clone());
-        // The sentry's own /dev, /proc and /sys, where a container's
-        // configuration does not mount its own.
-        let asks = |kind: &MountKind| {
-            config.container.as_ref().is_some_and(|l| {
-                l.mounts.iter().any(|m| std::mem::discriminant(&m.kind) == std::mem::discriminant(kind))
-            })
-        };
-        if !asks(&MountKind::Dev { size: None, mode: 0 }) {
-            kernel.mounts.mount(&kernel.root, b"dev", Mount::new("devtmpfs", "dev", false, devfs));
-        }
-        if !asks(&MountKind::Proc) {
-            mount_proc(&kernel, b"/proc", Mount::new("proc", "proc", false, new_procfs(&kernel)))?;
-        }
-        if !asks(&MountKind::Sysfs) {
-            let sysfs = Mount::new("sysfs", "sysfs", true, new_sysfs(&kernel).0);
-            mount_sys(&kernel, b"/sys", sysfs, !asks(&MountKind::Cgroup))?;
-        }
+        let _ = kernel.hostfs.set(host.clone());
+        let root = kernel.root.clone();
+        own_file_systems(&kernel, &root, config.container.as_ref())?;
+        let owner = (config.creds.uid.effective, config.creds.gid.effective);
         match &config.container {
-            Some(layout) => Self::container_views(&kernel, &host, config, layout)?,
+            Some(layout) => {
+                let tree = Tree { kernel: &kernel, root: &root, host: &host, owner };
+                tree.container_views(layout, &config.binds, &config.masks)?
+            }
             None => Self::mount_views(&kernel, &host, config)?,
         }
         if config.profile {
@@ -417,12 +398,14 @@ impl Sandbox {
 
     /// Applies the masks, the directories to make and the binds, in that
     /// order.
-    fn mount_views(kernel: &Kernel, host: &Arc<HostFs>, config: &SandboxConfig) -> Result<(), SandboxError> {
+    fn mount_views(kernel: &Arc<Kernel>, host: &Arc<HostFs>, config: &SandboxConfig) -> Result<(), SandboxError> {
         let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
-        Self::mask(kernel, config)?;
+        let owner = (config.creds.uid.effective, config.creds.gid.effective);
+        let tree = Tree { kernel, root: &kernel.root, host, owner };
+        tree.mask(&config.masks, &config.make_dirs)?;
         for path in &config.make_dirs {
-            let place =
-                mount_point(kernel, path, true).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
+            let place = mount_point(kernel, &kernel.root, path, true)
+                .map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
             if let Some((dir, name, None)) = place {
                 let home = Tmpfs::new_root(
                     kernel.mf.clone(),
@@ -436,8 +419,8 @@ impl Sandbox {
         }
         for t in &config.tmpfs {
             let what = format!("--tmpfs {}", shown(&t.at));
-            let Some((dir, name, existing)) =
-                mount_point(kernel, &t.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
+            let Some((dir, name, existing)) = mount_point(kernel, &kernel.root, &t.at, true)
+                .map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
             else {
                 continue;
             };
@@ -456,136 +439,7 @@ impl Sandbox {
             kernel.mounts.mount(&dir, &name, Mount::new("tmpfs", "tmpfs", false, root));
         }
         for b in &config.binds {
-            Self::bind(kernel, host, b, MountFlags::empty())?;
-        }
-        Ok(())
-    }
-
-    /// Mounts the host's `b.host` at `b.at`, with `flags` besides
-    /// read-only.
-    fn bind(kernel: &Kernel, host: &Arc<HostFs>, b: &Bind, flags: MountFlags) -> Result<(), SandboxError> {
-        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
-        let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
-        let inode = host
-            .open_tree(b.open_at.as_ref().unwrap_or(&b.host), !b.read_only)
-            .map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
-        let Some((dir, name, existing)) =
-            mount_point(kernel, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
-        else {
-            return Ok(());
-        };
-        let is_dir = inode.file_type() == FileType::Directory;
-        if let Some(e) = existing
-            && (e.file_type() == FileType::Directory) != is_dir
-        {
-            let err = if is_dir { FsError::NotDirectory } else { FsError::IsDirectory };
-            return Err(SandboxError::Setup(format!("{what}: {}: {err}", shown(&b.at))));
-        }
-        let root_path = std::os::unix::ffi::OsStrExt::as_bytes(b.host.as_os_str()).to_vec();
-        let mount = Mount::new_subtree("hostfs", b.host.display().to_string(), b.read_only, inode, root_path);
-        mount.set_flags(mount.flags() | flags);
-        kernel.mounts.mount(&dir, &name, mount);
-        Ok(())
-    }
-
-    /// Hides `config.masks`: a directory behind an empty tmpfs, anything
-    /// else behind /dev/null, as OCI runtimes mask paths.
-    fn mask(kernel: &Kernel, config: &SandboxConfig) -> Result<(), SandboxError> {
-        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
-        for path in &config.masks {
-            let place =
-                mount_point(kernel, path, false).map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
-            if let Some((dir, name, Some(existing))) = place {
-                let cover = if existing.file_type() == FileType::Directory {
-                    // Hidden, but as writable as any directory of the root:
-                    // an empty tmpfs, the user's own if it is the home.
-                    let (uid, gid) = if config.make_dirs.contains(path) {
-                        (config.creds.uid.effective, config.creds.gid.effective)
-                    } else {
-                        (0, 0)
-                    };
-                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new_root(kernel.mf.clone(), 0o755, uid, gid, None))
-                } else {
-                    Mount::new("devtmpfs", "masked", true, dev::null_device())
-                };
-                kernel.mounts.mount(&dir, &name, cover);
-            }
-        }
-        Ok(())
-    }
-
-    /// A container's file systems: its mounts in their order, its devices,
-    /// then the masks and the read-only paths, as runc lays them out.
-    fn container_views(
-        kernel: &Arc<Kernel>,
-        host: &Arc<HostFs>,
-        config: &SandboxConfig,
-        layout: &ContainerLayout,
-    ) -> Result<(), SandboxError> {
-        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
-        let has_cgroup = layout.mounts.iter().any(|m| m.kind == MountKind::Cgroup);
-        for m in &layout.mounts {
-            let err = |e: FsError| SandboxError::Setup(format!("mount at {}: {e}", shown(&m.at)));
-            let mount = |fs_type: &'static str, root: Arc<dyn crate::fs::Inode>, options: String| {
-                let mount = Mount::new(fs_type, m.source.clone(), false, root);
-                mount.set_flags(m.flags);
-                mount.sb.set_options(options);
-                mount
-            };
-            match &m.kind {
-                MountKind::Bind(i) => {
-                    let b = config.binds.get(*i).ok_or_else(|| err(FsError::Invalid))?;
-                    Self::bind(kernel, host, b, m.flags)?;
-                }
-                MountKind::Tmpfs { size, mode } => {
-                    // Owned by the container's first user, as runc's
-                    // tmpfs mounts are by the container's root.
-                    let (uid, gid) = (config.creds.uid.effective, config.creds.gid.effective);
-                    let root = Tmpfs::new_root(kernel.mf.clone(), *mode, uid, gid, *size);
-                    mount_at(kernel, &m.at, mount("tmpfs", root, tmpfs_options(*size, *mode)))?;
-                }
-                MountKind::Dev { size, mode } => {
-                    let root: Arc<dyn crate::fs::Inode> = Tmpfs::new_root(kernel.mf.clone(), *mode, 0, 0, *size);
-                    dev::populate_container_dev(&root).map_err(err)?;
-                    mount_at(kernel, &m.at, mount("tmpfs", root, tmpfs_options(*size, *mode)))?;
-                }
-                MountKind::Devpts { ptmx_mode } => {
-                    let devpts = kernel.devpts.get().ok_or_else(|| err(FsError::NoDevice))?;
-                    let root = crate::tty::pts_root(devpts, *ptmx_mode);
-                    // The options the sandbox's ptys are made with.
-                    let options = format!(",gid=5,mode=620,ptmxmode={:03o}", ptmx_mode & 0o777);
-                    mount_at(kernel, &m.at, mount("devpts", root, options))?;
-                }
-                MountKind::Mqueue => {
-                    let root = crate::ipc::mqueue::mqueue_root(&kernel.ipc.mq);
-                    mount_at(kernel, &m.at, mount("mqueue", root, String::new()))?;
-                }
-                MountKind::Proc => mount_proc(kernel, &m.at, mount("proc", new_procfs(kernel), String::new()))?,
-                MountKind::Sysfs => {
-                    mount_sys(kernel, &m.at, mount("sysfs", new_sysfs(kernel).0, String::new()), !has_cgroup)?
-                }
-                MountKind::Cgroup => mount_at(kernel, &m.at, mount("cgroup2", new_sysfs(kernel).1, String::new()))?,
-            }
-        }
-        let ctx = crate::fs::Context::internal();
-        for d in &layout.devices {
-            let what = |e: FsError| SandboxError::Setup(format!("linux.devices {}: {e}", shown(&d.path)));
-            let Some((dir, name, existing)) = mount_point(kernel, &d.path, true).map_err(what)? else { continue };
-            // A node already there stays, as runc leaves it.
-            if existing.is_some() {
-                continue;
-            }
-            let node = crate::fs::NewNode { mode: d.mode, uid: d.uid, gid: d.gid, rdev: d.rdev };
-            dir.inode.mknod(&ctx, &name, node).map_err(what)?;
-        }
-        Self::mask(kernel, config)?;
-        for path in &layout.read_only_paths {
-            let what = |e: FsError| SandboxError::Setup(format!("linux.readonlyPaths {}: {e}", shown(path)));
-            if let Some((dir, name, Some(existing))) = mount_point(kernel, path, false).map_err(what)? {
-                let m = existing.mount.bind_of(&existing);
-                m.set_flags(m.flags() | MountFlags::READ_ONLY | MountFlags::LOCK_READ_ONLY);
-                kernel.mounts.mount(&dir, &name, m);
-            }
+            tree.bind(b, MountFlags::empty())?;
         }
         Ok(())
     }
@@ -794,6 +648,10 @@ impl Sandbox {
             run_task(init)
         });
         let status = kernel.wait_init();
+        // Containers that joined and never started end with the rest.
+        if let Some(s) = &server {
+            s.close();
+        }
         kernel.shutdown();
         forwarder.stop();
         if let Some(c) = controller {
@@ -811,18 +669,225 @@ impl Sandbox {
     }
 }
 
+/// A container's tree of mounts being laid out: its root, the host file
+/// system its binds come from, and who owns the tmpfs mounts it makes.
+#[derive(Clone, Copy)]
+struct Tree<'a> {
+    kernel: &'a Arc<Kernel>,
+    root: &'a Arc<Dentry>,
+    host: &'a Arc<HostFs>,
+    owner: (u32, u32),
+}
+
+impl Tree<'_> {
+    /// Mounts the host's `b.host` at `b.at`, with `flags` besides
+    /// read-only.
+    fn bind(&self, b: &Bind, flags: MountFlags) -> Result<(), SandboxError> {
+        let Tree { kernel, root, host, .. } = *self;
+        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+        let what = format!("-v {}:{}", b.host.display(), shown(&b.at));
+        let inode = host
+            .open_tree(b.open_at.as_ref().unwrap_or(&b.host), !b.read_only)
+            .map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?;
+        let Some((dir, name, existing)) =
+            mount_point(kernel, root, &b.at, true).map_err(|e| SandboxError::Setup(format!("{what}: {e}")))?
+        else {
+            return Ok(());
+        };
+        let is_dir = inode.file_type() == FileType::Directory;
+        if let Some(e) = existing
+            && (e.file_type() == FileType::Directory) != is_dir
+        {
+            let err = if is_dir { FsError::NotDirectory } else { FsError::IsDirectory };
+            return Err(SandboxError::Setup(format!("{what}: {}: {err}", shown(&b.at))));
+        }
+        let root_path = std::os::unix::ffi::OsStrExt::as_bytes(b.host.as_os_str()).to_vec();
+        let mount = Mount::new_subtree("hostfs", b.host.display().to_string(), b.read_only, inode, root_path);
+        mount.set_flags(mount.flags() | flags);
+        kernel.mounts.mount(&dir, &name, mount);
+        Ok(())
+    }
+
+    /// Hides `masks`: a directory behind an empty tmpfs, anything else
+    /// behind /dev/null, as OCI runtimes mask paths. A masked directory of
+    /// `homes` is the owner's.
+    fn mask(&self, masks: &[Vec<u8>], homes: &[Vec<u8>]) -> Result<(), SandboxError> {
+        let Tree { kernel, root, .. } = *self;
+        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+        for path in masks {
+            let place = mount_point(kernel, root, path, false)
+                .map_err(|e| SandboxError::Setup(format!("{}: {e}", shown(path))))?;
+            if let Some((dir, name, Some(existing))) = place {
+                let cover = if existing.file_type() == FileType::Directory {
+                    // Hidden, but as writable as any directory of the root:
+                    // an empty tmpfs, the user's own if it is the home.
+                    let (uid, gid) = if homes.contains(path) { self.owner } else { (0, 0) };
+                    Mount::new("tmpfs", "tmpfs", false, Tmpfs::new_root(kernel.mf.clone(), 0o755, uid, gid, None))
+                } else {
+                    Mount::new("devtmpfs", "masked", true, dev::null_device())
+                };
+                kernel.mounts.mount(&dir, &name, cover);
+            }
+        }
+        Ok(())
+    }
+
+    /// A container's file systems: its mounts in their order, its devices,
+    /// then the masks and the read-only paths, as runc lays them out.
+    fn container_views(&self, layout: &ContainerLayout, binds: &[Bind], masks: &[Vec<u8>]) -> Result<(), SandboxError> {
+        let Tree { kernel, root, .. } = *self;
+        let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+        let has_cgroup = layout.mounts.iter().any(|m| m.kind == MountKind::Cgroup);
+        for m in &layout.mounts {
+            let err = |e: FsError| SandboxError::Setup(format!("mount at {}: {e}", shown(&m.at)));
+            let mount = |fs_type: &'static str, root: Arc<dyn crate::fs::Inode>, options: String| {
+                let mount = Mount::new(fs_type, m.source.clone(), false, root);
+                mount.set_flags(m.flags);
+                mount.sb.set_options(options);
+                mount
+            };
+            match &m.kind {
+                MountKind::Bind(i) => {
+                    let b = binds.get(*i).ok_or_else(|| err(FsError::Invalid))?;
+                    self.bind(b, m.flags)?;
+                }
+                MountKind::Tmpfs { size, mode } => {
+                    // Owned by the container's first user, as runc's
+                    // tmpfs mounts are by the container's root.
+                    let (uid, gid) = self.owner;
+                    let fs = Tmpfs::new_root(kernel.mf.clone(), *mode, uid, gid, *size);
+                    mount_at(kernel, root, &m.at, mount("tmpfs", fs, tmpfs_options(*size, *mode)))?;
+                }
+                MountKind::Dev { size, mode } => {
+                    let fs: Arc<dyn crate::fs::Inode> = Tmpfs::new_root(kernel.mf.clone(), *mode, 0, 0, *size);
+                    dev::populate_container_dev(&fs).map_err(err)?;
+                    mount_at(kernel, root, &m.at, mount("tmpfs", fs, tmpfs_options(*size, *mode)))?;
+                }
+                MountKind::Devpts { ptmx_mode } => {
+                    let devpts = kernel.devpts.get().ok_or_else(|| err(FsError::NoDevice))?;
+                    let fs = crate::tty::pts_root(devpts, *ptmx_mode);
+                    // The options the sandbox's ptys are made with.
+                    let options = format!(",gid=5,mode=620,ptmxmode={:03o}", ptmx_mode & 0o777);
+                    mount_at(kernel, root, &m.at, mount("devpts", fs, options))?;
+                }
+                MountKind::Mqueue => {
+                    let fs = crate::ipc::mqueue::mqueue_root(&kernel.ipc.mq);
+                    mount_at(kernel, root, &m.at, mount("mqueue", fs, String::new()))?;
+                }
+                MountKind::Proc => mount_proc(kernel, root, &m.at, mount("proc", new_procfs(kernel), String::new()))?,
+                MountKind::Sysfs => {
+                    let sysfs = mount("sysfs", new_sysfs(kernel).0, String::new());
+                    mount_sys(kernel, root, &m.at, sysfs, !has_cgroup)?
+                }
+                MountKind::Cgroup => {
+                    mount_at(kernel, root, &m.at, mount("cgroup2", new_sysfs(kernel).1, String::new()))?
+                }
+            }
+        }
+        let ctx = crate::fs::Context::internal();
+        for d in &layout.devices {
+            let what = |e: FsError| SandboxError::Setup(format!("linux.devices {}: {e}", shown(&d.path)));
+            let Some((dir, name, existing)) = mount_point(kernel, root, &d.path, true).map_err(what)? else {
+                continue;
+            };
+            // A node already there stays, as runc leaves it.
+            if existing.is_some() {
+                continue;
+            }
+            let node = crate::fs::NewNode { mode: d.mode, uid: d.uid, gid: d.gid, rdev: d.rdev };
+            dir.inode.mknod(&ctx, &name, node).map_err(what)?;
+        }
+        self.mask(masks, &[])?;
+        for path in &layout.read_only_paths {
+            let what = |e: FsError| SandboxError::Setup(format!("linux.readonlyPaths {}: {e}", shown(path)));
+            if let Some((dir, name, Some(existing))) = mount_point(kernel, root, path, false).map_err(what)? {
+                let m = existing.mount.bind_of(&existing);
+                m.set_flags(m.flags() | MountFlags::READ_ONLY | MountFlags::LOCK_READ_ONLY);
+                kernel.mounts.mount(&dir, &name, m);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The mount of a container's root, the host directory `root`: as it is,
+/// read-only, or under an overlay whose changes stay in sandbox memory.
+/// `shown` names it in errors and mountinfo.
+fn root_mount(
+    mf: &Arc<MemoryFile>,
+    root: Arc<dyn crate::fs::Inode>,
+    read_only: bool,
+    shown: &str,
+) -> Result<Arc<Mount>, SandboxError> {
+    if root.file_type() != FileType::Directory {
+        return Err(SandboxError::Setup(format!("{shown}: not a directory")));
+    }
+    if read_only {
+        return Ok(Mount::new("hostfs", shown, true, root));
+    }
+    let overlay = Overlay::over(root, mf.clone()).map_err(|e| SandboxError::Setup(format!("{shown}: {e}")))?;
+    Ok(Mount::new("overlay", "overlay", false, overlay))
+}
+
+/// A container that joins a running sandbox, as a pod's containers join
+/// the pod's: a tree of mounts of its own (its root, then its
+/// configuration's mounts), in the sandbox's kernel, network and IPC.
+#[derive(Clone, Debug)]
+pub struct JoiningContainer {
+    /// What errors and mountinfo call its root.
+    pub rootfs: String,
+    /// Where the sentry opens the root (a descriptor's name in
+    /// /proc/self/fd: a confined sentry reaches no host path).
+    pub rootfs_open_at: PathBuf,
+    pub read_only_root: bool,
+    /// Sources opened at their `open_at`, as the root.
+    pub binds: Vec<Bind>,
+    pub masks: Vec<Vec<u8>>,
+    pub layout: ContainerLayout,
+    /// Who owns the tmpfs mounts it makes: its first process's user.
+    pub owner: (u32, u32),
+}
+
+/// Lays out a joining container's tree of mounts beside the sandbox's
+/// other ones; returns its root. [`remove_container_tree`] takes it away.
+pub fn container_tree(kernel: &Arc<Kernel>, c: &JoiningContainer) -> Result<Arc<Dentry>, SandboxError> {
+    let host = kernel.hostfs.get().ok_or_else(|| SandboxError::Setup("the host file system is not served".into()))?;
+    let root =
+        host.open_tree(&c.rootfs_open_at, false).map_err(|e| SandboxError::Setup(format!("{}: {e}", c.rootfs)))?;
+    let mount = root_mount(&kernel.mf, root, c.read_only_root, &c.rootfs)?;
+    kernel.mounts.add_tree(mount.clone());
+    let root = Dentry::root(mount);
+    let laid_out = own_file_systems(kernel, &root, Some(&c.layout)).and_then(|()| {
+        let tree = Tree { kernel, root: &root, host, owner: c.owner };
+        tree.container_views(&c.layout, &c.binds, &c.masks)
+    });
+    match laid_out {
+        Ok(()) => Ok(root),
+        Err(e) => {
+            remove_container_tree(kernel, &root);
+            Err(e)
+        }
+    }
+}
+
+/// Takes a joined container's tree out of the sandbox (lazily, as a
+/// detaching unmount: what still uses a file there keeps it).
+pub fn remove_container_tree(kernel: &Kernel, root: &Arc<Dentry>) {
+    kernel.mounts.detach_tree(root.mount.id);
+}
+
 /// Mounts `mount` at absolute `at`, making missing directories on the way.
 /// A name of the root itself is mounted over without being looked up: a
 /// host root's /proc or /sys (a host pseudo-file-system, which the host
 /// file system refuses to look up) is covered whatever it is.
-fn mount_at(kernel: &Kernel, at: &[u8], mount: Arc<Mount>) -> Result<(), SandboxError> {
+fn mount_at(kernel: &Kernel, root: &Arc<Dentry>, at: &[u8], mount: Arc<Mount>) -> Result<(), SandboxError> {
     let shown = String::from_utf8_lossy(at).into_owned();
     let comps: Vec<&[u8]> = at.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
     if let [name] = comps[..] {
-        kernel.mounts.mount(&kernel.root, name, mount);
+        kernel.mounts.mount(root, name, mount);
         return Ok(());
     }
-    match mount_point(kernel, at, true) {
+    match mount_point(kernel, root, at, true) {
         Ok(Some((dir, name, _))) => {
             kernel.mounts.mount(&dir, &name, mount);
             Ok(())
@@ -844,20 +909,51 @@ fn new_sysfs(kernel: &Arc<Kernel>) -> (Arc<dyn crate::fs::Inode>, Arc<dyn crate:
 /// Mounts a procfs at `at`, and its `sys` read-only over it, as container
 /// runtimes mount it: the sandbox reads the kernel's settings but changes
 /// none.
-fn mount_proc(kernel: &Arc<Kernel>, at: &[u8], procfs: Arc<Mount>) -> Result<(), SandboxError> {
-    mount_at(kernel, at, procfs)?;
+fn mount_proc(kernel: &Arc<Kernel>, root: &Arc<Dentry>, at: &[u8], procfs: Arc<Mount>) -> Result<(), SandboxError> {
+    mount_at(kernel, root, at, procfs)?;
     let sysctls = proc::new_procfs(Arc::new(KernelProcSource { kernel: Arc::downgrade(kernel) })).1;
-    mount_at(kernel, &[at, b"/sys"].concat(), Mount::new("proc", "proc", true, sysctls))
+    mount_at(kernel, root, &[at, b"/sys"].concat(), Mount::new("proc", "proc", true, sysctls))
 }
 
 /// Mounts a sysfs at `at`, and with `cgroup` the sandbox's cgroup
 /// hierarchy read-only at its fs/cgroup: the sandbox reads its limits but
 /// changes none.
-fn mount_sys(kernel: &Arc<Kernel>, at: &[u8], sysfs: Arc<Mount>, cgroup: bool) -> Result<(), SandboxError> {
+fn mount_sys(
+    kernel: &Arc<Kernel>,
+    root: &Arc<Dentry>,
+    at: &[u8],
+    sysfs: Arc<Mount>,
+    cgroup: bool,
+) -> Result<(), SandboxError> {
     let hierarchy = new_sysfs(kernel).1;
-    mount_at(kernel, at, sysfs)?;
+    mount_at(kernel, root, at, sysfs)?;
     if cgroup {
-        mount_at(kernel, &[at, b"/fs/cgroup"].concat(), Mount::new("cgroup2", "cgroup2", true, hierarchy))?;
+        let cgroup = Mount::new("cgroup2", "cgroup2", true, hierarchy);
+        mount_at(kernel, root, &[at, b"/fs/cgroup"].concat(), cgroup)?;
+    }
+    Ok(())
+}
+
+/// The sentry's own /dev, /proc and /sys in the tree at `root`, where a
+/// container's configuration (`layout`) does not mount its own.
+fn own_file_systems(
+    kernel: &Arc<Kernel>,
+    root: &Arc<Dentry>,
+    layout: Option<&ContainerLayout>,
+) -> Result<(), SandboxError> {
+    let asks = |kind: &MountKind| {
+        layout.is_some_and(|l| l.mounts.iter().any(|m| std::mem::discriminant(&m.kind) == std::mem::discriminant(kind)))
+    };
+    if !asks(&MountKind::Dev { size: None, mode: 0 }) {
+        let devfs = kernel.devfs.get().cloned().ok_or_else(|| SandboxError::Setup("/dev: no devfs".into()))?;
+        kernel.mounts.mount(root, b"dev", Mount::new("devtmpfs", "dev", false, devfs));
+    }
+    if !asks(&MountKind::Proc) {
+        mount_proc(kernel, root, b"/proc", Mount::new("proc", "proc", false, new_procfs(kernel)))?;
+    }
+    if !asks(&MountKind::Sysfs) {
+        let sysfs = Mount::new("sysfs", "sysfs", true, new_sysfs(kernel).0);
+        mount_sys(kernel, root, b"/sys", sysfs, !asks(&MountKind::Cgroup))?;
     }
     Ok(())
 }
@@ -887,10 +983,10 @@ fn empty_dir() -> Arc<Mount> {
 /// there is nowhere to mount: None); the root itself is no mount point.
 type MountPlace = (Arc<Dentry>, Vec<u8>, Option<Arc<Dentry>>);
 
-fn mount_point(kernel: &Kernel, path: &[u8], make: bool) -> Result<Option<MountPlace>, FsError> {
+fn mount_point(kernel: &Kernel, root: &Arc<Dentry>, path: &[u8], make: bool) -> Result<Option<MountPlace>, FsError> {
     // The sandbox's own set-up may search anywhere.
     let creds = Creds::new(0, 0, Vec::new());
-    let root = kernel.root.clone();
+    let root = root.clone();
     let r = crate::fs::Resolver {
         root: &root,
         cwd: &root,
@@ -1137,14 +1233,33 @@ impl StartedProcess {
     }
 }
 
+/// Where a process started in a running sandbox goes.
+pub struct ProcessPlace {
+    /// The root of its container's tree of mounts.
+    pub root: Arc<Dentry>,
+    /// Its container's number (see `ThreadGroup::container`).
+    pub container: u32,
+    /// For a container's first process: what it waits on before its
+    /// program runs (killed unstarted if the answer is no).
+    pub start: Option<crate::control::StartGate>,
+}
+
+impl ProcessPlace {
+    /// The sandbox's first container, started at once.
+    pub fn first_container(kernel: &Kernel) -> ProcessPlace {
+        ProcessPlace { root: kernel.root.clone(), container: 0, start: None }
+    }
+}
+
 /// Starts a process in the running sandbox of `kernel`, as a runtime's
-/// exec joins a container: the sandbox's root, its own session, no parent
-/// inside. The identity, limits and directory are `spec`'s.
+/// exec joins a container: the container's root, its own session, no
+/// parent inside. The identity, limits and directory are `spec`'s.
 pub fn start_process(
     kernel: &Arc<Kernel>,
     devpts: &Arc<Devpts>,
     spec: &crate::control::ProcessSpec,
     stdio: ProcessStdio,
+    place: ProcessPlace,
 ) -> Result<StartedProcess, SandboxError> {
     use crate::auth::{Caps, Ids};
     let setup = |e: String| SandboxError::Setup(e);
@@ -1156,7 +1271,7 @@ pub fn start_process(
         caps: Caps { effective, permitted, inheritable, bounding, ambient },
         securebits: 0,
     };
-    let root = kernel.root.clone();
+    let ProcessPlace { root, container, start } = place;
     let cwd = {
         let r = crate::fs::Resolver {
             root: &root,
@@ -1173,6 +1288,7 @@ pub fn start_process(
     let tid = kernel.allocate_tid();
     let handlers = Arc::new(Mutex::new(SigHandlers::default()));
     let tg = ThreadGroup::new(tid, handlers, 0, Default::default(), Arc::new(creds.clone()));
+    tg.container.store(container, std::sync::atomic::Ordering::Relaxed);
     for (resource, cur, max) in &spec.rlimits {
         if let Some(slot) = tg.rlimits.lock().unwrap().0.get_mut(*resource as usize) {
             *slot = Rlimit { cur: *cur, max: *max };
@@ -1262,7 +1378,16 @@ pub fn start_process(
             return Err(setup(format!("a host thread for the process: {e}")));
         }
     };
-    thread.start(move || run_task(task));
+    let started_kernel = kernel.clone();
+    let process = tg.clone();
+    thread.start(move || {
+        if let Some(gate) = start
+            && !gate.wait()
+        {
+            crate::task::send_to_group(&started_kernel, &process, SigInfo::kernel(linux_raw_sys::general::SIGKILL));
+        }
+        run_task(task)
+    });
     Ok(StartedProcess { process: tg, relay })
 }
 

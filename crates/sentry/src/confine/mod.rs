@@ -339,6 +339,24 @@ fn expose_file(root: &OwnedFd, path: &Path) -> std::io::Result<()> {
     Ok(rustix::mount::move_mount(&file, "", &dir, name, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)?)
 }
 
+/// A detached copy of the whole mount tree at `path`, with no device or
+/// set-id files, read-only unless `writable` (even for a sentry with
+/// capabilities): what a sentry serves of a host directory. Needs
+/// CAP_SYS_ADMIN over the caller's mount namespace.
+pub fn served_copy(path: &Path, writable: bool) -> std::io::Result<OwnedFd> {
+    let tree = rustix::mount::open_tree(
+        rustix::fs::CWD,
+        path,
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_RECURSIVE,
+    )?;
+    let mut attrs = MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV;
+    if !writable {
+        attrs |= MountAttrFlags::MOUNT_ATTR_RDONLY;
+    }
+    mount_setattr(&tree, attrs, true)?;
+    Ok(tree)
+}
+
 /// `struct mount_attr` of mount_setattr(2).
 #[repr(C)]
 struct MountAttr {
@@ -402,21 +420,9 @@ impl Isolation {
             rustix::fs::mkdirat(&new_root, dir, rustix::fs::Mode::from_raw_mode(0o755))
                 .map_err(failed("the new root's directories"))?;
         }
-        // A copy of the served root's whole mount tree, read-only even for
-        // a sentry with capabilities, with no device or set-id files.
+        // A copy of the served root's whole mount tree, read-only.
         // (Not noexec: the sentry checks exec permission with faccessat.)
-        let tree = rustix::mount::open_tree(
-            rustix::fs::CWD,
-            rootfs,
-            OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_RECURSIVE,
-        )
-        .map_err(failed("a copy of the served root"))?;
-        mount_setattr(
-            &tree,
-            MountAttrFlags::MOUNT_ATTR_RDONLY | MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV,
-            true,
-        )
-        .map_err(failed("making the served root read-only"))?;
+        let tree = served_copy(rootfs, false).map_err(failed("a read-only copy of the served root"))?;
         rustix::mount::move_mount(&tree, "", &new_root, SERVED_ROOT, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)
             .map_err(failed("mounting the served root"))?;
         // Each bind source likewise, so that nothing the sandbox is shown
@@ -430,19 +436,9 @@ impl Isolation {
         .map_err(failed("the new root's directories"))?;
         for (i, source) in binds.iter().enumerate() {
             let name = i.to_string();
-            let tree = rustix::mount::open_tree(
-                rustix::fs::CWD,
-                source.path,
-                OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_RECURSIVE,
-            )
-            .map_err(failed("a copy of a bind mount's source"))?;
             // Read-only binds stay so for the sentry itself, not only in
             // the sandbox's view.
-            let mut attrs = MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV;
-            if !source.writable {
-                attrs |= MountAttrFlags::MOUNT_ATTR_RDONLY;
-            }
-            mount_setattr(&tree, attrs, true).map_err(failed("setting a bind mount's source's attributes"))?;
+            let tree = served_copy(source.path, source.writable).map_err(failed("a copy of a bind mount's source"))?;
             // A mount point of the source's kind: a directory, or an empty
             // file for a file.
             if source.path.is_dir() {

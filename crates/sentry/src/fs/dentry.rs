@@ -24,7 +24,7 @@ fn fs_magic(fs_type: &str) -> u64 {
 bitflags::bitflags! {
     /// Per-mount flags (Linux's MNT_*): what one mount of a file system
     /// allows, whatever other mounts of it allow.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
     pub struct MountFlags: u32 {
         const READ_ONLY = 1 << 0;
         const NOSUID = 1 << 1;
@@ -572,6 +572,8 @@ pub struct MountEntry {
     pub parent_id: u64,
     /// The mount point from the namespace root.
     pub path: Vec<u8>,
+    /// The id of the root of the tree it is in (see [`MountTable::add_tree`]).
+    pub tree: u64,
 }
 
 #[derive(Default)]
@@ -625,9 +627,14 @@ impl Table {
         self.all.iter().find(|a| a.mount.id == id)
     }
 
-    /// The mount point of `id` from the namespace root, walking up the
+    /// The mount point of `id` from the root of its tree, walking up the
     /// mount tree (a loop, not recursion: stacks of mounts can be tall).
     fn path(&self, id: u64) -> Option<Vec<u8>> {
+        self.path_and_tree(id).map(|(path, _)| path)
+    }
+
+    /// [`Table::path`], and the id of the root of the tree `id` is in.
+    fn path_and_tree(&self, id: u64) -> Option<(Vec<u8>, u64)> {
         let mut parts: Vec<Vec<u8>> = Vec::new();
         let mut cur = self.get(id)?;
         for _ in 0..=self.all.len() {
@@ -640,7 +647,7 @@ impl Table {
                 if out.is_empty() {
                     out.push(b'/');
                 }
-                return Some(out);
+                return Some((out, cur.mount.id));
             };
             if !cur.stacked {
                 if !name.is_empty() {
@@ -657,16 +664,29 @@ impl Table {
     }
 }
 
-/// The sandbox's mount namespace: where each file system is mounted.
+/// The sandbox's mounts: where each file system is mounted. It holds one
+/// tree of mounts per container of the sandbox, each with a root of its
+/// own (a pod's containers each see their own image and mounts); a
+/// process sees the tree its root is in, as a mount namespace of its own.
 #[derive(Default)]
 pub struct MountTable {
     table: RwLock<Table>,
 }
 
 impl MountTable {
-    /// Makes `mount` the root of the namespace.
+    /// Makes `mount` the root of the first container's tree.
     pub fn set_root(&self, mount: Arc<Mount>) {
+        self.add_tree(mount);
+    }
+
+    /// Makes `mount` the root of a tree of its own, beside the others.
+    pub fn add_tree(&self, mount: Arc<Mount>) {
         self.table.write().unwrap().attach(Place::Root, mount);
+    }
+
+    /// The id of the root of the tree `id` is in, if `id` is attached.
+    pub fn tree_of(&self, id: u64) -> Option<u64> {
+        self.table.read().unwrap().path_and_tree(id).map(|(_, tree)| tree)
     }
 
     /// Mounts `mount` at `name` inside directory `dir`.
@@ -707,7 +727,7 @@ impl MountTable {
         self.table.read().unwrap().get(id).is_some()
     }
 
-    /// True if `id` is the root of the namespace.
+    /// True if `id` is the root of a tree.
     pub fn is_root(&self, id: u64) -> bool {
         self.table.read().unwrap().get(id).is_some_and(|a| matches!(a.place, Place::Root))
     }
@@ -792,14 +812,14 @@ impl MountTable {
         t.all
             .iter()
             .filter_map(|a| {
-                let path = t.path(a.mount.id)?;
+                let (path, tree) = t.path_and_tree(a.mount.id)?;
                 let parent_id = a.parent.as_ref().map_or(a.mount.id, |p| p.id);
-                Some(MountEntry { mount: a.mount.clone(), parent_id, path })
+                Some(MountEntry { mount: a.mount.clone(), parent_id, path, tree })
             })
             .collect()
     }
 
-    /// The path of `d` from the namespace root, if its mount is attached.
+    /// The path of `d` from the root of its tree, if its mount is attached.
     pub fn path_of(&self, d: &Arc<Dentry>) -> Option<Vec<u8>> {
         let mut p = self.table.read().unwrap().path(d.mount.id)?;
         let below = path_in_mount(d);
@@ -810,5 +830,55 @@ impl MountTable {
             p.extend_from_slice(&below);
         }
         Some(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Inode;
+    use super::super::synthetic::SynthDir;
+    use super::*;
+
+    fn dir_with(names: &[&str]) -> Arc<dyn Inode> {
+        SynthDir::new(
+            names.iter().map(|n| (n.as_bytes().to_vec(), SynthDir::new(Vec::new()) as Arc<dyn Inode>)).collect(),
+        )
+    }
+
+    #[test]
+    fn each_tree_has_its_own_root_paths_and_listing() {
+        let table = MountTable::default();
+        let first = Mount::new("test", "first", true, dir_with(&["tmp", "proc"]));
+        table.set_root(first.clone());
+        let first_root = Dentry::root(first.clone());
+        let second = Mount::new("test", "second", true, dir_with(&["tmp"]));
+        table.add_tree(second.clone());
+        let second_root = Dentry::root(second.clone());
+        let tmp1 = Mount::new("tmpfs", "tmp1", false, dir_with(&[]));
+        let tmp2 = Mount::new("tmpfs", "tmp2", false, dir_with(&[]));
+        table.mount(&first_root, b"tmp", tmp1.clone());
+        table.mount(&second_root, b"tmp", tmp2.clone());
+
+        // A name in one tree finds that tree's mount.
+        assert_eq!(table.lookup(&first_root, b"tmp").map(|m| m.id), Some(tmp1.id));
+        assert_eq!(table.lookup(&second_root, b"tmp").map(|m| m.id), Some(tmp2.id));
+        assert_eq!(table.tree_of(tmp1.id), Some(first.id));
+        assert_eq!(table.tree_of(tmp2.id), Some(second.id));
+        assert!(table.is_root(first.id) && table.is_root(second.id));
+
+        // Paths are from each tree's own root.
+        let list = table.list();
+        let seen: Vec<(u64, Vec<u8>, u64)> = list.iter().map(|e| (e.mount.id, e.path.clone(), e.tree)).collect();
+        assert!(seen.contains(&(tmp1.id, b"/tmp".to_vec(), first.id)), "{seen:?}");
+        assert!(seen.contains(&(tmp2.id, b"/tmp".to_vec(), second.id)), "{seen:?}");
+        assert!(seen.contains(&(second.id, b"/".to_vec(), second.id)), "{seen:?}");
+
+        // Taking one tree away leaves the other whole.
+        let gone: Vec<u64> = table.detach_tree(second.id).iter().map(|m| m.id).collect();
+        assert_eq!(gone.len(), 2);
+        assert!(gone.contains(&second.id) && gone.contains(&tmp2.id));
+        assert_eq!(table.count(), 2);
+        assert_eq!(table.lookup(&first_root, b"tmp").map(|m| m.id), Some(tmp1.id));
+        assert!(table.lookup(&second_root, b"tmp").is_none());
     }
 }

@@ -120,7 +120,9 @@ impl HostFs {
     /// `writable`, the sandbox may change what is below it. Host
     /// pseudo-file-systems are refused here as they are below.
     pub fn open_tree(self: &Arc<Self>, path: &Path, writable: bool) -> Result<Arc<dyn Inode>, FsError> {
-        let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+        // openat, not open: a confined sentry opens the trees of containers
+        // that join it later, and its seccomp filter allows openat only.
+        let fd = rustix::fs::openat(rustix::fs::CWD, path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
         let inode = HostInode::from_fd(self.clone(), fd, writable)?;
         if !matches!(inode.ftype, FileType::Directory | FileType::Regular) {
             return Err(FsError::PermissionDenied);

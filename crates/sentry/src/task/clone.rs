@@ -167,6 +167,7 @@ pub fn clone_task(parent: &mut Task, args: &CloneArgs) -> Result<i32, Errno> {
         tg.pkey_slot_spent.store(parent.tg.pkey_slot_spent.load(Ordering::Relaxed), Ordering::Relaxed);
         tg.session_keyring.store(parent.tg.session_keyring.load(Ordering::Relaxed), Ordering::Relaxed);
         tg.personality.store(parent.tg.personality.load(Ordering::Relaxed), Ordering::Relaxed);
+        tg.container.store(parent.tg.container.load(Ordering::Relaxed), Ordering::Relaxed);
         tg.state.lock().unwrap().parent_thread = if has(g::CLONE_PARENT) { 0 } else { parent.tid() };
         let mut info = parent.tg.info.lock().unwrap().clone();
         info.comm = parent.shared.comm.lock().unwrap().clone();

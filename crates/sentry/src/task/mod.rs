@@ -527,6 +527,11 @@ pub struct ThreadGroup {
     pub tracees: Mutex<Vec<Arc<TaskShared>>>,
     /// personality(2)'s persona: kept across fork and execve.
     pub personality: AtomicU32,
+    /// Which of the sandbox's containers the process belongs to (0: the
+    /// first; a pod's others are numbered as they join): inherited by
+    /// fork, so that a container's processes are found, signalled and
+    /// ended together.
+    pub container: AtomicU32,
 }
 
 impl ThreadGroup {
@@ -557,6 +562,7 @@ impl ThreadGroup {
             session_keyring: AtomicI32::new(0),
             tracees: Mutex::new(Vec::new()),
             personality: AtomicU32::new(0),
+            container: AtomicU32::new(0),
         })
     }
 

@@ -780,13 +780,16 @@ impl SysSource for KernelSysSource {
 }
 
 /// /proc/PID/mounts (`info` false) or /proc/PID/mountinfo: the mounts
-/// of the namespace seen from the process's root `root`, with their mount
-/// points relative to it; those outside it are not shown, as Linux's
-/// seq_path_root leaves them out.
+/// of the tree (the container's) seen from the process's root `root`, with
+/// their mount points relative to it; those outside it are not shown, as
+/// Linux's seq_path_root leaves them out.
 fn mount_lines(k: &Kernel, root: Option<Arc<Dentry>>, info: bool) -> Vec<u8> {
-    let Some(base) = root.and_then(|r| k.mounts.path_of(&r)) else { return Vec::new() };
+    let Some(root) = root else { return Vec::new() };
+    let (Some(base), Some(tree)) = (k.mounts.path_of(&root), k.mounts.tree_of(root.mount.id)) else {
+        return Vec::new();
+    };
     let mut s = String::new();
-    for e in k.mounts.list() {
+    for e in k.mounts.list().into_iter().filter(|e| e.tree == tree) {
         let Some(at) = below(&e.path, &base) else { continue };
         let m = &e.mount;
         let flags = m.flags();
