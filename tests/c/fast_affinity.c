@@ -25,24 +25,15 @@
 
 #define ROUNDS 50
 
-/* The two sites; `kept_site` says which the calls take. */
-__attribute__((noinline)) static long rewritable_site(long pid, unsigned long len, void *buf) {
-    long ret;
-    __asm__ volatile("mov $204, %%eax\n\tsyscall"
-                     : "=a"(ret)
-                     : "D"(pid), "S"(len), "d"(buf)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
-
-__attribute__((noinline)) static long kept_site(long pid, unsigned long len, void *buf) {
-    long ret;
-    __asm__ volatile("mov $204, %%eax\n\tnop\n\tsyscall"
-                     : "=a"(ret)
-                     : "D"(pid), "S"(len), "d"(buf)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
+/* The two sites; `use_kept_site` says which the calls take. */
+#define GETAFFINITY_SITE(name, instructions)                                                             \
+    __attribute__((noinline)) static long name(long pid, unsigned long len, void *buf) {                 \
+        long ret;                                                                                        \
+        __asm__ volatile(instructions : "=a"(ret) : "D"(pid), "S"(len), "d"(buf) : "rcx", "r11", "memory"); \
+        return ret;                                                                                      \
+    }
+GETAFFINITY_SITE(rewritable_site, "mov $204, %%eax\n\tsyscall")
+GETAFFINITY_SITE(kept_site, "mov $204, %%eax\n\tnop\n\tsyscall")
 
 static int use_kept_site;
 
