@@ -42,6 +42,7 @@ c_tests! {
     spin_signals,
     many_processes,
     fast_ids,
+    fast_affinity,
     spin_interrupt,
     rewrite_sites,
 }

@@ -44,8 +44,17 @@ struct Counts {
 }
 
 /// The cases: arguments of the `exits` program.
-const CASES: [&str; 8] =
-    ["", "syscalls=2000", "getpid=2000", "touch=1024", "cow=256", "signals=100", "file=64", "clock=1000"];
+const CASES: [&str; 9] = [
+    "",
+    "syscalls=2000",
+    "getpid=2000",
+    "affinity=2000",
+    "touch=1024",
+    "cow=256",
+    "signals=100",
+    "file=64",
+    "clock=1000",
+];
 
 fn expectations_path() -> PathBuf {
     let name = if common::platform() == "trap" { "profile_counts_trap.json" } else { "profile_counts.json" };
@@ -132,6 +141,19 @@ fn exit_and_fault_counts_match_expectations() {
     assert_eq!(fast, 2000, "of 2000 getpid calls {fast} were answered without an exit");
     assert!(sys <= 3, "2000 getpid calls took {sys} syscall exits");
     assert!(sites >= 1, "the getpid loop rewrote no site");
+    // glibc's sched_getaffinity too, on trap: the trampoline writes the
+    // mask the sentry published into the caller's buffer. The guest's
+    // trampoline on kvm answers only calls whose answer is one value per
+    // process.
+    let (sys, _, _) = delta("affinity=2000");
+    let fast = measured["affinity=2000"].fast_path_calls - base.fast_path_calls;
+    if common::platform() == "trap" {
+        assert_eq!(fast, 2000, "of 2000 sched_getaffinity calls {fast} were answered without an exit");
+        assert!(sys <= 3, "2000 sched_getaffinity calls took {sys} syscall exits");
+    } else {
+        assert_eq!(fast, 0, "the kvm platform answered {fast} sched_getaffinity calls without an exit");
+        assert!((2000..=2010).contains(&sys), "2000 sched_getaffinity calls took {sys} syscall exits");
+    }
     if common::platform() == "trap" {
         for (case, c) in measured.iter().filter(|(case, _)| !case.starts_with("signals")) {
             // Once rewritten a site no longer traps: most calls come

@@ -3,9 +3,12 @@
  *   getpid          raw `syscall` instruction, no libc wrapper or caching
  *   clock_gettime   clock_gettime(CLOCK_MONOTONIC) through libc (the vDSO
  *                   natively; whatever the sandbox provides otherwise)
- *   gettid          gettid() through libc (always a real system call) */
+ *   gettid          gettid() through libc (always a real system call)
+ *   sched_getaffinity  sched_getaffinity(0, ...) through libc: a call that
+ *                   writes the caller's memory (a cpu_set_t on the stack) */
 #include "bench.h"
 
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -37,10 +40,21 @@ static void run_gettid(long n, void *arg) {
             fail("gettid: returned a different tid");
 }
 
+static void run_sched_getaffinity(long n, void *arg) {
+    (void)arg;
+    cpu_set_t first, now;
+    if (sched_getaffinity(0, sizeof first, &first) != 0)
+        die("sched_getaffinity");
+    for (long i = 0; i < n; i++)
+        if (sched_getaffinity(0, sizeof now, &now) != 0 || !CPU_EQUAL(&now, &first))
+            fail("sched_getaffinity: a different mask");
+}
+
 static const struct bench_case cases[] = {
     {.name = "getpid", .run = run_getpid},
     {.name = "clock_gettime", .run = run_clock_gettime},
     {.name = "gettid", .run = run_gettid},
+    {.name = "sched_getaffinity", .run = run_sched_getaffinity},
     {0},
 };
 

@@ -3,6 +3,7 @@
  * NAME=N runs one phase:
  *   syscalls=N   N getppid calls by a raw syscall instruction
  *   getpid=N     N getpid calls through the C library's wrapper
+ *   affinity=N   N sched_getaffinity calls through the C library's wrapper
  *   touch=N      first write to each of N pages of a fresh anonymous mapping
  *   cow=N        a forked child writes each of N pages its parent filled
  *   signals=N    N SIGUSR1s raised and handled
@@ -12,6 +13,7 @@
  * It prints what it did, so the native run and the sandboxed run can be
  * compared too. */
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,16 @@ static void phase_getpid(long n) {
     for (long i = 0; i < n; i++)
         same += getpid() == pid;
     printf("getpid: %ld of %ld the same\n", same, n);
+}
+
+static void phase_affinity(long n) {
+    cpu_set_t first, now;
+    if (sched_getaffinity(0, sizeof first, &first) != 0)
+        die("sched_getaffinity");
+    long same = 0;
+    for (long i = 0; i < n; i++)
+        same += sched_getaffinity(0, sizeof now, &now) == 0 && CPU_EQUAL(&now, &first);
+    printf("affinity: %ld of %ld the same\n", same, n);
 }
 
 static void phase_touch(long n) {
@@ -148,6 +160,8 @@ int main(int argc, char **argv) {
             phase_syscalls(n);
         else if (!strcmp(argv[i], "getpid"))
             phase_getpid(n);
+        else if (!strcmp(argv[i], "affinity"))
+            phase_affinity(n);
         else if (!strcmp(argv[i], "touch"))
             phase_touch(n);
         else if (!strcmp(argv[i], "cow"))

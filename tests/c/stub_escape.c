@@ -1,7 +1,8 @@
 /* Tries what an application could against the trap platform's stub, which
  * shares its address space: host system calls made from the stub's own code
- * (the only place its seccomp filter lets them through), and scribbling the
- * stub's pages. Each attempt runs in a child; the parent reports how each
+ * (the only place its seccomp filter lets them through), a fast path's write
+ * to application memory aimed at the stub's read-only page, and scribbling
+ * the stub's pages. Each attempt runs in a child; the parent reports how each
  * child ended. Where nothing is mapped at the stub's addresses (natively,
  * or on a platform without stubs) the program says so and checks nothing
  * else. */
@@ -69,6 +70,42 @@ static long through_gadget(uintptr_t gadget, long nr, long a, long b, long c, lo
                      : [g] "r"(gadget), "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
                      : "rcx", "r11", "memory");
     return ret;
+}
+
+/* The address of the `n`th `mov %r11, (%rdx)` in the stub's code: a fast
+ * path's write to application memory. */
+static uintptr_t find_write(int n) {
+    for (uintptr_t p = STUB_CODE; p + 2 < STUB_CODE + STUB_CODE_SIZE; p++)
+        if (*(volatile unsigned char *)p == 0x4c && *(volatile unsigned char *)(p + 1) == 0x89 &&
+            *(volatile unsigned char *)(p + 2) == 0x1a && n-- == 0)
+            return p;
+    return 0;
+}
+
+/* Jumps to a fast path's write with rdx = `target`, r11 = `value`, rax =
+ * system call `nr` and rcx the address to come back to, as the path has
+ * them; returns rax as it comes back. */
+static long through_write(uintptr_t write, uintptr_t target, long value, long nr) {
+    register long r11 __asm__("r11") = value;
+    long ret;
+    __asm__ volatile("sub $128, %%rsp\n" /* past the red zone */
+                     "lea 1f(%%rip), %%rcx\n"
+                     "jmp *%[w]\n"
+                     "1:\n"
+                     "add $128, %%rsp\n"
+                     : "=a"(ret), "+d"(target), "+r"(r11)
+                     : [w] "r"(write), "a"(nr)
+                     : "rcx", "memory");
+    return ret;
+}
+
+/* A fast path's write aimed at the read-only request page faults, and its
+ * fixup makes the call in rax the ordinary way: the child gets getpid's
+ * answer and nothing else (it exits 3 if so). */
+static void fast_path_write(uintptr_t write) {
+    volatile uint32_t *count = (volatile uint32_t *)(STUB_SLOT + 4);
+    long pid = through_write(write, (uintptr_t)count, 100, SYS_getpid);
+    _exit(pid == getpid() ? 3 : 4);
 }
 
 static const char escaped[] = "ESCAPED: host write from the stub's code\n";
@@ -157,6 +194,13 @@ int main(void) {
         /* A child that got through would have returned into this program
          * and exited 0. */
         CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    }
+    for (int n = 0; n < 2; n++) {
+        uintptr_t w = find_write(n);
+        CHECK(w != 0);
+        if (!w) continue;
+        int status = in_child(fast_path_write, w);
+        printf("fast-path write %d to the request page: %s\n", n, how(status));
     }
     int status = in_child(scribble_responses, g);
     printf("response page garbage: %s\n", how(status));

@@ -287,9 +287,12 @@ pub trait Context: Send {
 }
 
 /// System calls a context may answer from a [`FastPathState`] without an
-/// exit: getpid, gettid, getppid, getuid, geteuid, getgid, getegid, in the
-/// order of [`FastPathState::answers`] and [`ExitCounts::fast_path`].
-pub const FAST_PATH_SYSCALLS: [u64; 7] = [
+/// exit: getpid, gettid, getppid, getuid, geteuid, getgid, getegid, whose
+/// answers are [`FastPathState::answers`] in this order, then
+/// sched_getaffinity of the calling thread, which writes
+/// [`FastPathState::affinity`] to the caller's buffer. The order of
+/// [`ExitCounts::fast_path`].
+pub const FAST_PATH_SYSCALLS: [u64; 8] = [
     libc::SYS_getpid as u64,
     libc::SYS_gettid as u64,
     libc::SYS_getppid as u64,
@@ -297,7 +300,15 @@ pub const FAST_PATH_SYSCALLS: [u64; 7] = [
     libc::SYS_geteuid as u64,
     libc::SYS_getgid as u64,
     libc::SYS_getegid as u64,
+    libc::SYS_sched_getaffinity as u64,
 ];
+
+/// How many of [`FAST_PATH_SYSCALLS`], from the first, return a value the
+/// sentry publishes and touch no application memory.
+pub const FAST_PATH_CONSTANTS: usize = 7;
+
+/// Index of sched_getaffinity in [`FAST_PATH_SYSCALLS`].
+pub const FAST_PATH_GETAFFINITY: usize = 7;
 
 /// What the calls of [`FAST_PATH_SYSCALLS`] answer for one task.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -309,11 +320,16 @@ pub struct FastPathState {
     pub euid: u32,
     pub gid: u32,
     pub egid: u32,
+    /// The thread's CPU affinity mask when the sandbox's mask is one
+    /// 64-bit word (sched_getaffinity then writes 8 bytes), else `None`:
+    /// the sentry answers.
+    pub affinity: Option<u64>,
 }
 
 impl FastPathState {
-    /// The return values, in the order of [`FAST_PATH_SYSCALLS`].
-    pub fn answers(&self) -> [u64; FAST_PATH_SYSCALLS.len()] {
+    /// The return values of the first [`FAST_PATH_CONSTANTS`] calls of
+    /// [`FAST_PATH_SYSCALLS`], in its order.
+    pub fn answers(&self) -> [u64; FAST_PATH_CONSTANTS] {
         [
             self.pid as u64,
             self.tid as u64,

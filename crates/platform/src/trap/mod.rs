@@ -33,7 +33,20 @@
 //! signal frame, and back through `rt_sigreturn`) and counts them there,
 //! and the sentry collects the counts at the next event. The sentry
 //! interrupts a thread whose answers another thread made stale (a parent's
-//! exit, a change of the process's ids), so that it publishes them afresh.
+//! exit, a change of the process's ids or of the thread's affinity), so
+//! that it publishes them afresh.
+//!
+//! The trampoline also answers sched_getaffinity of the calling thread,
+//! writing the published mask to the application's buffer: the one fast
+//! path that touches application memory. That write may fault (a bad
+//! pointer, a page the stub has not been given yet, a page shared
+//! copy-on-write, which the stub maps read-only). The handler knows where
+//! such writes lie (a table of them, `cordon_trap_stub_fixups`) and sends
+//! a fault at one to its fixup, the trampoline's way to the
+//! sentry, with the registers of the call: the sentry then answers it as
+//! if no fast path existed (EFAULT, or the page made and the mask
+//! written). The handler never touches application memory itself: it
+//! runs with every signal blocked, where a fault would kill the stub.
 //!
 //! # Rewritten sites and the trampoline
 //!
@@ -58,7 +71,10 @@
 //! Fast-path calls at a site the sentry will not rewrite (glibc's
 //! `syscall()`, say) are answered by the handler as before, once the
 //! sentry has named the site ([`stub::A_FAST_SITES`]); any other reaches
-//! the sentry once, to be rewritten.
+//! the sentry once, to be rewritten. sched_getaffinity at such a site (as
+//! glibc's wrapper is) goes on from the handler to a path of the
+//! trampoline's, which writes the mask as for a rewritten site: the
+//! handler itself never touches application memory.
 //!
 //! # The handoff
 //!
@@ -127,7 +143,10 @@
 //! - The published answers and counts: an application that changes them
 //!   changes what its own calls answer and what `--profile` counts for it.
 //! - The trampoline: it makes only the handler's calls (`futex` on the
-//!   thread's area, `exit`), so jumping into it gains nothing; its frame
+//!   thread's area, `exit`), so jumping into it gains nothing; its write
+//!   to application memory is one the application could make itself, and
+//!   the fixup of a fault there leads only to the trampoline's way to the
+//!   sentry, which the application may jump to anyway; its frame
 //!   and XSAVE image are the application's registers, which it may change
 //!   anyway (an image XRSTOR refuses makes the way back fault, which the
 //!   sentry reports as the application's own fault). A gs pointing at
@@ -1132,8 +1151,11 @@ impl TrapContext {
             // nothing there faults.
             return Err(PlatformError::CpuFailure(format!("signal {signo} while posting a call")));
         }
-        if rip == tramp.commit {
+        if rip == tramp.commit || rip == tramp.kept_commit {
             regs.rip = regs.rcx;
+        } else if (tramp.kept..tramp.kept_end).contains(&rip) {
+            // Sent from a kept site's `syscall`, rax still the number.
+            regs.rip = regs.rcx.wrapping_sub(2);
         } else {
             regs.rsp = regs.rsp.wrapping_add(match rip {
                 r if r == tramp.lowered || r == tramp.popped => 128,
@@ -1253,7 +1275,9 @@ impl TrapContext {
             for (i, v) in state.answers().into_iter().enumerate() {
                 t.set_area_u64(stub::A_FAST_ANSWERS + 8 * i, v);
             }
+            t.set_area_u64(stub::A_AFFINITY, state.affinity.unwrap_or(0));
         }
+        t.set_area_u32(stub::A_AFFINITY_ON, self.fast_path.is_some_and(|s| s.affinity.is_some()) as u32);
         t.set_area_u32(stub::A_FAST_ON, self.fast_path.is_some() as u32);
         if let Some(fp) = self.pending_fp.take() {
             self.write_fp(t, &fp)?;

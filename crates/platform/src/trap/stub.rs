@@ -79,12 +79,21 @@ pub(crate) const A_GS: usize = 40;
 pub(crate) const A_SPIN: usize = 48;
 /// Nonzero while the answers at [`A_FAST_ANSWERS`] hold (a u32).
 pub(crate) const A_FAST_ON: usize = 128;
-/// The answers to [`crate::FAST_PATH_SYSCALLS`], a u64 each, written by the
-/// sentry while the thread is parked.
+/// The answers to the first [`crate::FAST_PATH_CONSTANTS`] calls of
+/// [`crate::FAST_PATH_SYSCALLS`], a u64 each, written by the sentry while
+/// the thread is parked.
 pub(crate) const A_FAST_ANSWERS: usize = 136;
-/// Calls the handler answered, a u64 per [`crate::FAST_PATH_SYSCALLS`]
-/// entry; the sentry adds them to its counts and clears them at each event.
-pub(crate) const A_FAST_HITS: usize = A_FAST_ANSWERS + 8 * crate::FAST_PATH_SYSCALLS.len();
+/// The thread's affinity mask, which the trampoline's sched_getaffinity
+/// writes (a u64), and whether it holds (a u32, nonzero).
+pub(crate) const A_AFFINITY: usize = 192;
+pub(crate) const A_AFFINITY_ON: usize = 200;
+/// The flags of a call the handler sent to the trampoline's path for kept
+/// sites, which it returns in r11 as a `syscall` would.
+pub(crate) const A_KEPT_FLAGS: usize = 208;
+/// Calls the handler or the trampoline answered, a u64 per
+/// [`crate::FAST_PATH_SYSCALLS`] entry; the sentry adds them to its counts
+/// and clears them at each event.
+pub(crate) const A_FAST_HITS: usize = 320;
 const A_ALTSTACK: usize = 64;
 /// The mask of XSAVE components the trampoline saves and restores (the
 /// ones the kernel puts in a signal frame), written by the sentry.
@@ -95,6 +104,14 @@ const TRAMP_STACK: usize = 4096;
 /// rewrite, which the handler answers itself ([`FAST_SITES`] of them).
 pub(crate) const A_FAST_SITES: usize = 264;
 pub(crate) const FAST_SITES: usize = 4;
+const _: () = assert!(
+    A_FAST_ANSWERS + 8 * crate::FAST_PATH_CONSTANTS <= A_AFFINITY
+        && A_AFFINITY_ON + 4 <= A_KEPT_FLAGS
+        && A_KEPT_FLAGS + 8 <= A_XMASK
+        && A_FAST_SITES + 8 * FAST_SITES <= A_FAST_HITS
+        && A_FAST_HITS + 8 * crate::FAST_PATH_SYSCALLS.len() <= 1024,
+    "the control words of a thread area overlap nothing"
+);
 /// Where the trampoline keeps the application's registers while the
 /// sentry has its call: a ucontext, as a signal frame's, at the bottom of
 /// the alternate stack (signal frames are built from its top).
@@ -136,6 +153,39 @@ pub(crate) const fn clone_flags() -> u64 {
     CLONE_THREAD_FLAGS
 }
 
+/// The trampoline's checks of a sched_getaffinity call (rdi, rsi, rdx as
+/// the application passed them, gs the thread area) that it may answer:
+/// the published mask of this thread (pid 0 or its own tid) into a buffer
+/// of at least one word, a whole number of words (int pid and unsigned
+/// int len, as the kernel reads them), outside the stub's own range,
+/// which the sentry does not map. Leaves the mask in r11; anything else
+/// goes to the sentry with rax unchanged.
+macro_rules! getaffinity_checks {
+    () => {
+        concat!(
+            "cmp dword ptr gs:[{a_affinity_on}], 0\n",
+            "je cordon_trap_stub_tramp_posting\n",
+            "test edi, edi\n",
+            "jz 86f\n",
+            "cmp edi, dword ptr gs:[{a_fast_answers} + 8]\n",
+            "jne cordon_trap_stub_tramp_posting\n",
+            "86:\n",
+            "cmp esi, 8\n",
+            "jb cordon_trap_stub_tramp_posting\n",
+            "test esi, 7\n",
+            "jnz cordon_trap_stub_tramp_posting\n",
+            "movabs r11, {reserved_start_less_word}\n",
+            "cmp rdx, r11\n",
+            "jbe 87f\n",
+            "movabs r11, {reserved_end}\n",
+            "cmp rdx, r11\n",
+            "jb cordon_trap_stub_tramp_posting\n",
+            "87:\n",
+            "mov r11, qword ptr gs:[{a_affinity}]",
+        )
+    };
+}
+
 global_asm!(
     ".pushsection .text.cordon_trap_stub,\"ax\",@progbits",
     ".p2align 12",
@@ -147,6 +197,32 @@ global_asm!(
     "cordon_trap_stub_handler:",
     "mov r8, rsp",
     "and r8, -{area}",
+    // A fault at one of the fast paths' accesses to application memory
+    // (cordon_trap_stub_fixups): the access had no effect, and the call
+    // goes on at its fixup, the way to the sentry, as if no fast path
+    // existed: the sentry then gives EFAULT, or maps the page and makes
+    // the call, as for any other call.
+    "cmp edi, {sigsegv}",
+    "je 50f",
+    "cmp edi, {sigbus}",
+    "jne 52f",
+    "50:",
+    "mov rax, qword ptr [rdx + {uc_rip}]",
+    "lea r9, [rip + cordon_trap_stub_start]",
+    "sub rax, r9",
+    "lea rcx, [rip + cordon_trap_stub_fixups]",
+    "lea r10, [rip + cordon_trap_stub_fixups_end]",
+    "51:",
+    "cmp rcx, r10",
+    "jae 52f",
+    "cmp rax, qword ptr [rcx]",
+    "lea rcx, [rcx + 16]",
+    "jne 51b",
+    "mov rax, qword ptr [rcx - 8]",
+    "add rax, r9",
+    "mov qword ptr [rdx + {uc_rip}], rax",
+    "ret",
+    "52:",
     // A kick while the trampoline posts a call or waits for its answer:
     // the sentry is about to hear from this thread anyway, and finds the
     // kick pending then.
@@ -198,19 +274,40 @@ global_asm!(
     "jne 1f",
     "mov eax, dword ptr [rsi + {si_syscall}]",
     "call cordon_trap_stub_fast_index",
+    "je 3f",
+    "cmp eax, {nr_getaffinity}",
     "jne 1f",
+    "3:",
     // Only at a site the sentry would not rewrite: any other goes to it
     // once, to be rewritten, and is answered by the trampoline after.
-    "mov rax, qword ptr [rdx + {uc_rip}]",
-    "cmp rax, qword ptr [r8 + {a_fast_sites}]",
+    "mov r9, qword ptr [rdx + {uc_rip}]",
+    "cmp r9, qword ptr [r8 + {a_fast_sites}]",
     "je 2f",
-    "cmp rax, qword ptr [r8 + {a_fast_sites} + 8]",
+    "cmp r9, qword ptr [r8 + {a_fast_sites} + 8]",
     "je 2f",
-    "cmp rax, qword ptr [r8 + {a_fast_sites} + 16]",
+    "cmp r9, qword ptr [r8 + {a_fast_sites} + 16]",
     "je 2f",
-    "cmp rax, qword ptr [r8 + {a_fast_sites} + 24]",
+    "cmp r9, qword ptr [r8 + {a_fast_sites} + 24]",
     "jne 1f",
     "2:",
+    "cmp eax, {nr_getaffinity}",
+    "jne 4f",
+    // sched_getaffinity writes application memory, which the handler
+    // never does: the thread goes on in the trampoline's path for kept
+    // sites instead, with the registers a `syscall` leaves (rcx the
+    // return address; the flags for r11 in the thread area), provided the
+    // real gs is the thread area the path finds its words through.
+    "rdgsbase rcx",
+    "cmp rcx, r8",
+    "jne 1f",
+    "mov qword ptr [rdx + {uc_rcx}], r9",
+    "mov qword ptr [rdx + {uc_rax}], rax",
+    "mov rcx, qword ptr [rdx + {uc_efl}]",
+    "mov qword ptr [r8 + {a_kept_flags}], rcx",
+    "lea rcx, [rip + cordon_trap_stub_tramp_kept]",
+    "mov qword ptr [rdx + {uc_rip}], rcx",
+    "ret",
+    "4:",
     "mov rax, qword ptr [r8 + rcx * 8 + {a_fast_answers}]",
     "mov qword ptr [rdx + {uc_rax}], rax",
     "inc qword ptr [r8 + rcx * 8 + {a_fast_hits}]",
@@ -302,11 +399,24 @@ global_asm!(
     "je 9f",
     "inc r11d",
     "cmp eax, {nr6}",
+    "je 9f",
+    "cmp eax, {nr_getaffinity}",
     "jne cordon_trap_stub_tramp_posting",
+    // sched_getaffinity: the published mask, 8 bytes, at rdx.
+    getaffinity_checks!(),
+    // Faults here go to the sentry (the handler's fixups), with rax
+    // still the call's number.
+    ".globl cordon_trap_stub_tramp_getaffinity_write",
+    "cordon_trap_stub_tramp_getaffinity_write:",
+    "mov qword ptr [rdx], r11",
+    "mov eax, 8",
+    "mov r11d, {getaffinity_index}",
+    "jmp 19f",
     // A fast path: the answer, a count, r11 = the flags as a system call
     // leaves them (pushed below the red zone), and back.
     "9:",
     "mov rax, qword ptr gs:[r11 * 8 + {a_fast_answers}]",
+    "19:",
     "inc qword ptr gs:[r11 * 8 + {a_fast_hits}]",
     "lea rsp, [rsp - 128]",
     ".globl cordon_trap_stub_tramp_lowered",
@@ -325,6 +435,25 @@ global_asm!(
     "mov eax, dword ptr [r11 + {cell_nr}]",
     "add r11, {cell_fallback}",
     "jmp r11",
+    // sched_getaffinity at a site the sentry keeps, sent here by the
+    // handler: rax = the number, rcx = the return address, the flags at
+    // the call in the thread area. rax keeps the number until the last
+    // two instructions, so that the sentry may put a thread interrupted
+    // before them back at its `syscall`.
+    ".globl cordon_trap_stub_tramp_kept",
+    "cordon_trap_stub_tramp_kept:",
+    getaffinity_checks!(),
+    ".globl cordon_trap_stub_tramp_kept_write",
+    "cordon_trap_stub_tramp_kept_write:",
+    "mov qword ptr [rdx], r11",
+    "inc qword ptr gs:[{getaffinity_index} * 8 + {a_fast_hits}]",
+    "mov r11, qword ptr gs:[{a_kept_flags}]",
+    "mov eax, 8",
+    ".globl cordon_trap_stub_tramp_kept_commit",
+    "cordon_trap_stub_tramp_kept_commit:",
+    "jmp rcx",
+    ".globl cordon_trap_stub_tramp_kept_end",
+    "cordon_trap_stub_tramp_kept_end:",
     // The call goes to the sentry: the registers into the thread's
     // trampoline frame, shaped as a signal frame's, then the handoff.
     ".globl cordon_trap_stub_tramp_posting",
@@ -467,6 +596,17 @@ global_asm!(
     "mov eax, {sys_rt_sigreturn}",
     "syscall",
     "ud2",
+    // The fast paths' accesses to application memory and where each
+    // goes when it faults, as offsets from the start of the code.
+    ".p2align 3",
+    ".globl cordon_trap_stub_fixups",
+    "cordon_trap_stub_fixups:",
+    ".quad cordon_trap_stub_tramp_getaffinity_write - cordon_trap_stub_start",
+    ".quad cordon_trap_stub_tramp_posting - cordon_trap_stub_start",
+    ".quad cordon_trap_stub_tramp_kept_write - cordon_trap_stub_start",
+    ".quad cordon_trap_stub_tramp_posting - cordon_trap_stub_start",
+    ".globl cordon_trap_stub_fixups_end",
+    "cordon_trap_stub_fixups_end:",
     // The control thread: unmaps everything of the host's but the stub,
     // installs the control filter and serves requests.
     ".globl cordon_trap_stub_control",
@@ -649,12 +789,23 @@ global_asm!(
     a_fast_answers = const A_FAST_ANSWERS,
     a_fast_hits = const A_FAST_HITS,
     sigsys = const libc::SIGSYS,
+    sigsegv = const libc::SIGSEGV,
+    sigbus = const libc::SIGBUS,
+    a_affinity = const A_AFFINITY,
+    a_affinity_on = const A_AFFINITY_ON,
+    nr_getaffinity = const crate::FAST_PATH_SYSCALLS[crate::FAST_PATH_GETAFFINITY],
+    getaffinity_index = const crate::FAST_PATH_GETAFFINITY,
+    reserved_start_less_word = const RESERVED.start - 8,
+    reserved_end = const RESERVED.end,
     si_code = const 8,
     si_syscall = const 24,
     si_arch = const 28,
     sys_seccomp_code = const 1, // SYS_SECCOMP
     audit_arch = const 0xc000_003e_u32, // AUDIT_ARCH_X86_64
     uc_rax = const 40 + 13 * 8, // uc_mcontext.gregs[REG_RAX]
+    uc_rcx = const 40 + 14 * 8,
+    uc_efl = const 40 + 17 * 8,
+    a_kept_flags = const A_KEPT_FLAGS,
     nr0 = const crate::FAST_PATH_SYSCALLS[0],
     nr1 = const crate::FAST_PATH_SYSCALLS[1],
     nr2 = const crate::FAST_PATH_SYSCALLS[2],
@@ -718,6 +869,9 @@ unsafe extern "C" {
     static cordon_trap_stub_tramp_pushed: u8;
     static cordon_trap_stub_tramp_popped: u8;
     static cordon_trap_stub_tramp_commit: u8;
+    static cordon_trap_stub_tramp_kept: u8;
+    static cordon_trap_stub_tramp_kept_commit: u8;
+    static cordon_trap_stub_tramp_kept_end: u8;
     static cordon_trap_stub_tramp_posting: u8;
     static cordon_trap_stub_handoff_posted: u8;
     static cordon_trap_stub_tramp_return: u8;
@@ -766,6 +920,12 @@ pub(crate) struct TrampolineCode {
     pub popped: u64,
     /// The jump that ends a fast path.
     pub commit: u64,
+    /// The path of calls the handler sends here from a kept site (the
+    /// thread is at its `syscall` until...
+    pub kept: u64,
+    /// ...the jump that ends it).
+    pub kept_commit: u64,
+    pub kept_end: u64,
     /// From here the call is being posted to the sentry...
     pub posting: u64,
     /// ...from here it is posted (the handoff, which lies before
@@ -784,6 +944,9 @@ pub(crate) fn trampoline() -> TrampolineCode {
         pushed: CODE + offset(&raw const cordon_trap_stub_tramp_pushed),
         popped: CODE + offset(&raw const cordon_trap_stub_tramp_popped),
         commit: CODE + offset(&raw const cordon_trap_stub_tramp_commit),
+        kept: CODE + offset(&raw const cordon_trap_stub_tramp_kept),
+        kept_commit: CODE + offset(&raw const cordon_trap_stub_tramp_kept_commit),
+        kept_end: CODE + offset(&raw const cordon_trap_stub_tramp_kept_end),
         posting: CODE + offset(&raw const cordon_trap_stub_tramp_posting),
         posted: CODE + offset(&raw const cordon_trap_stub_handoff_posted),
         returning: CODE + offset(&raw const cordon_trap_stub_tramp_return),
@@ -795,13 +958,84 @@ pub(crate) fn trampoline() -> TrampolineCode {
 mod tests {
     use super::*;
 
+    unsafe extern "C" {
+        static cordon_trap_stub_tramp_getaffinity_write: u8;
+        static cordon_trap_stub_tramp_kept_write: u8;
+        static cordon_trap_stub_fixups: u8;
+        static cordon_trap_stub_fixups_end: u8;
+    }
+
+    /// The handler's table of fixups names the trampoline's write of the
+    /// affinity mask, which lies in its fast path (where a kick puts the
+    /// thread back at its site), and sends it to the way to the sentry.
+    #[test]
+    fn the_fixups_name_the_fast_paths_writes() {
+        let start = &raw const cordon_trap_stub_start as usize;
+        let (table, end) =
+            (&raw const cordon_trap_stub_fixups as usize, &raw const cordon_trap_stub_fixups_end as usize);
+        // SAFETY: the table lies between both symbols in this binary's
+        // text, 8-aligned, as pairs of u64.
+        let entries = unsafe { std::slice::from_raw_parts(table as *const [u64; 2], (end - table) / 16) };
+        let t = trampoline();
+        let write = CODE + (&raw const cordon_trap_stub_tramp_getaffinity_write as usize - start) as u64;
+        let kept_write = CODE + (&raw const cordon_trap_stub_tramp_kept_write as usize - start) as u64;
+        assert_eq!(entries, &[[write - CODE, t.posting - CODE], [kept_write - CODE, t.posting - CODE]]);
+        assert!(t.entry < write && write < t.lowered, "{t:?}");
+        assert!(t.kept < kept_write && kept_write < t.kept_commit, "{t:?}");
+        use iced_x86::{Code, Decoder, DecoderOptions, Register};
+        for at in [write, kept_write] {
+            let off = (at - CODE) as usize;
+            let i = Decoder::with_ip(64, &code()[off..], at, DecoderOptions::NONE).decode();
+            assert_eq!(
+                (i.code(), i.memory_base(), i.op1_register()),
+                (Code::Mov_rm64_r64, Register::RDX, Register::R11)
+            );
+        }
+    }
+
+    /// The path for kept sites leaves rax, the call's number, alone until
+    /// its last two instructions (the sentry puts a thread stopped before
+    /// them back at its `syscall`), and touches no stack.
+    #[test]
+    fn the_kept_path_keeps_the_number_until_it_commits() {
+        use iced_x86::{Decoder, DecoderOptions, Mnemonic, Register};
+        let t = trampoline();
+        let bytes = &code()[(t.kept - CODE) as usize..(t.kept_end - CODE) as usize];
+        let insns: Vec<_> = Decoder::with_ip(64, bytes, t.kept, DecoderOptions::NONE).into_iter().collect();
+        let n = insns.len();
+        assert_eq!((insns[n - 2].mnemonic(), insns[n - 2].op0_register()), (Mnemonic::Mov, Register::EAX));
+        assert_eq!((insns[n - 1].ip(), insns[n - 1].mnemonic()), (t.kept_commit, Mnemonic::Jmp));
+        use Register::*;
+        let forbidden = [RAX, EAX, AX, AL, AH, RSP, ESP, SP, SPL];
+        for i in &insns[..n - 2] {
+            let regs = (0..i.op_count()).map(|k| i.op_register(k)).chain([i.memory_base(), i.memory_index()]);
+            for r in regs {
+                assert!(!forbidden.contains(&r), "{i:?} uses {r:?}");
+            }
+            assert!(![Mnemonic::Push, Mnemonic::Pop, Mnemonic::Call].contains(&i.mnemonic()), "{i:?}");
+        }
+    }
+
     /// The handler and the sentry tell where a thread stopped in the
     /// trampoline by comparing addresses: its parts lie in the order they
     /// run.
     #[test]
     fn trampoline_parts_lie_in_order() {
         let t = trampoline();
-        let order = [t.entry, t.lowered, t.pushed, t.popped, t.commit, t.posting, t.posted, t.returning, t.end];
+        let order = [
+            t.entry,
+            t.lowered,
+            t.pushed,
+            t.popped,
+            t.commit,
+            t.kept,
+            t.kept_commit,
+            t.posting,
+            t.posted,
+            t.returning,
+            t.end,
+        ];
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{t:?}");
+        assert!(t.kept_commit < t.kept_end && t.kept_end <= t.posting, "{t:?}");
     }
 }

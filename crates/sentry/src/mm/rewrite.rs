@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use memory::Frame;
 use platform::arch::rewrite::{self, SITE_LEN};
-use platform::{Access, FAST_PATH_SYSCALLS, Trampoline};
+use platform::{Access, FAST_PATH_CONSTANTS, FAST_PATH_SYSCALLS, Trampoline};
 
 use super::{Backing, MemoryManager, PAGE, Role, State, Vma, page_down};
 
@@ -59,7 +59,7 @@ pub(super) struct Rewrites {
     /// The table's addresses were taken by the application: no rewriting.
     blocked: bool,
     /// What the answers page holds, once written.
-    answers: Option<(bool, [u64; FAST_PATH_SYSCALLS.len()])>,
+    answers: Option<(bool, [u64; FAST_PATH_CONSTANTS])>,
     /// The process that published answers here first, and whether another
     /// has since (CLONE_VM without a thread, as vfork): the page, one per
     /// address space, then answers for nobody.
@@ -210,7 +210,7 @@ impl MemoryManager {
     pub fn publish_answers(
         &self,
         tgid: i32,
-        answers: Option<[u64; FAST_PATH_SYSCALLS.len()]>,
+        answers: Option<[u64; FAST_PATH_CONSTANTS]>,
     ) -> [u64; FAST_PATH_SYSCALLS.len()] {
         let mut hits = [0; FAST_PATH_SYSCALLS.len()];
         let mut st = self.lock();

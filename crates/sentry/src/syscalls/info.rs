@@ -90,8 +90,13 @@ fn affinity_target(task: &Task, pid: i32) -> Result<Arc<TaskShared>, SysError> {
     Ok(task.kernel.procs.lock().unwrap().thread(pid).ok_or(Errno::ESRCH)?)
 }
 
+/// sched_getaffinity. The platform may answer it for the calling thread
+/// without the sentry ([`platform::FAST_PATH_SYSCALLS`]), from the mask
+/// published when the thread last ran: whoever changes a thread's mask
+/// interrupts it.
 pub fn sched_getaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
-    let (pid, len) = (a[0] as i32, a[1] as usize);
+    // The length is an unsigned int to the kernel.
+    let (pid, len) = (a[0] as i32, a[1] as u32 as usize);
     let cpus = task.kernel.config.cpus;
     let size = all_cpus_mask(cpus).len();
     if len.saturating_mul(8) < cpus || !len.is_multiple_of(8) {
@@ -119,6 +124,11 @@ pub fn sched_setaffinity(task: &mut Task, a: &[u64; 6]) -> SysResult {
         return Err(Errno::EINVAL.into());
     }
     *target.affinity.lock().unwrap() = m;
+    // Another thread's sched_getaffinity may be answered from the mask it
+    // runs with (this one publishes its own before it runs again).
+    if !Arc::ptr_eq(&target, &task.shared) {
+        target.refresh_published_ids();
+    }
     Ok(0)
 }
 

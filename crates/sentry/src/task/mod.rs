@@ -338,7 +338,7 @@ impl TaskShared {
 
     /// Brings the task back from application code, if it runs any, so
     /// that it publishes its ids to the platform afresh: another thread
-    /// changed what its getppid or getuid answer.
+    /// changed what its getppid, getuid or sched_getaffinity answer.
     pub fn refresh_published_ids(&self) {
         if let Some(i) = self.interrupter.lock().unwrap().as_ref() {
             i.interrupt();

@@ -52,16 +52,17 @@ impl Task {
         self.force_signal(info, (err, platform::arch::vector::PAGE_FAULT as u64, f.addr));
     }
 
-    /// What getpid, gettid, getppid and the id getters answer for this
-    /// task, for the platform to answer them without an exit. `parent`
-    /// holds the parent's pid and the kernel's count of reparentings it
-    /// was read at.
+    /// What getpid, gettid, getppid, the id getters and
+    /// sched_getaffinity answer for this task, for the platform to answer
+    /// them without an exit. `parent` holds the parent's pid and the
+    /// kernel's count of reparentings it was read at.
     fn fast_path_state(&self, parent: &mut (u64, i32)) -> FastPathState {
         let reparents = self.kernel.reparents.load(std::sync::atomic::Ordering::Acquire);
         if parent.0 != reparents {
             *parent = (reparents, self.ppid());
         }
         let c = self.tg.creds();
+        let affinity = self.shared.affinity.lock().unwrap();
         FastPathState {
             pid: self.tg.tgid,
             tid: self.tid(),
@@ -70,6 +71,7 @@ impl Task {
             euid: c.uid.effective,
             gid: c.gid.real,
             egid: c.gid.effective,
+            affinity: <[u8; 8]>::try_from(affinity.as_slice()).ok().map(u64::from_le_bytes),
         }
     }
 
