@@ -212,6 +212,16 @@ fn create_start_state_kill_delete() {
     assert!(String::from_utf8_lossy(&gone.stderr).contains("does not exist"), "{gone:?}");
 }
 
+/// Deletes a container with --force when dropped, so that a failing test
+/// leaves no sandbox running (holding the test's output open).
+struct ForceDelete<'a>(&'a Bundle, &'a str);
+
+impl Drop for ForceDelete<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.output(&["delete", "--force", self.1]);
+    }
+}
+
 /// A network namespace made with `ip netns add`, deleted when dropped.
 struct NetNs(String);
 
@@ -953,6 +963,7 @@ fn pod_containers_join_their_sandbox() {
     assert!(!a.root.join("early").exists(), "a refused create leaves no state");
 
     let pause = sandbox.create("pod1", &[]);
+    let _cleanup = ForceDelete(&sandbox, "pod1");
     sandbox.ok(&["start", "pod1"]);
     let mut pause = BufReader::new(pause).lines();
     assert_eq!(pause.next().unwrap().unwrap(), "pause");
@@ -999,6 +1010,89 @@ fn pod_containers_join_their_sandbox() {
     let pod_gone = pidfd(sandbox.pid_file("pod1"));
     wait_gone(&pod_gone, "the sandbox");
     sandbox.ok(&["delete", "pod1"]);
+    let left: Vec<_> =
+        std::fs::read_dir(&sandbox.root).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "state left behind: {left:?}");
+    assert!(processes_naming(&sandbox.root).is_empty(), "processes left behind");
+}
+
+/// A pod whose containers come and go many times: its sentry keeps no
+/// host descriptor, memory or process of the containers that left.
+#[test]
+fn pod_members_leave_nothing_behind_in_the_sentry() {
+    require_kvm!();
+    let annotations = |kind: &str| {
+        serde_json::json!({"annotations": {
+            "io.kubernetes.cri.container-type": kind,
+            "io.kubernetes.cri.sandbox-id": "pod",
+        }})
+    };
+    let sandbox = Bundle::new(
+        "oci-pod-cycles",
+        &["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
+        serde_json::json!({}),
+        annotations("sandbox"),
+    );
+    let member = Bundle::new(
+        "oci-pod-cycles-member",
+        &["/bin/sh", "-c", "echo x > /tmp/x; cat /tmp/x"],
+        serde_json::json!({}),
+        annotations("container"),
+    );
+    let member = Bundle { dir: member.dir, root: sandbox.root.clone() };
+    let _ = sandbox.create("pod", &[]);
+    let _cleanup = ForceDelete(&sandbox, "pod");
+    sandbox.ok(&["start", "pod"]);
+    let monitor = sandbox.pid_file("pod");
+    let sentry = *children(monitor).first().expect("the monitor's child, the sentry");
+    let fds = || -> Vec<String> {
+        let mut targets: Vec<String> = std::fs::read_dir(format!("/proc/{sentry}/fd"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .map(|t| t.display().to_string())
+            .collect();
+        targets.sort();
+        targets
+    };
+    let memory = || {
+        let stats: serde_json::Value =
+            serde_json::from_slice(&sandbox.ok(&["events", "--stats", "pod"]).stdout).unwrap();
+        stats["data"]["memory"]["usage"]["usage"].as_u64().unwrap()
+    };
+    let cycle = |i: usize| {
+        let id = format!("m{i}");
+        let mut out = String::new();
+        let stdout = member.create(&id, &[]);
+        let gone = pidfd(member.pid_file(&id));
+        member.ok(&["start", &id]);
+        BufReader::new(stdout).read_to_string(&mut out).unwrap();
+        assert_eq!(out, "x\n", "member {id}");
+        wait_gone(&gone, "a member's process");
+        member.ok(&["delete", &id]);
+    };
+    // Caches fill in the first rounds; what counts is what grows after.
+    for i in 0..20 {
+        cycle(i);
+    }
+    let (fds_before, memory_before) = (fds(), memory());
+    for i in 20..200 {
+        cycle(i);
+    }
+    let (fds_after, memory_after) = (fds(), memory());
+    let mut new = fds_after.clone();
+    for t in &fds_before {
+        if let Some(i) = new.iter().position(|n| n == t) {
+            new.remove(i);
+        }
+    }
+    assert_eq!(fds_after.len(), fds_before.len(), "the sentry's host descriptors; new ones: {new:?}");
+    assert!(
+        memory_after <= memory_before + (4 << 20),
+        "the sandbox's memory grew from {memory_before} to {memory_after} bytes over 180 members"
+    );
+    let ps: Vec<i32> = serde_json::from_slice(&sandbox.ok(&["ps", "--format", "json", "pod"]).stdout).unwrap();
+    assert!(ps.contains(&1) && ps.len() <= 2, "the sandbox's own processes only: {ps:?}");
+    sandbox.ok(&["delete", "--force", "pod"]);
     let left: Vec<_> =
         std::fs::read_dir(&sandbox.root).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "state left behind: {left:?}");

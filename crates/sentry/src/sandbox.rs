@@ -873,7 +873,8 @@ pub fn container_tree(kernel: &Arc<Kernel>, c: &JoiningContainer) -> Result<Arc<
 /// Takes a joined container's tree out of the sandbox (lazily, as a
 /// detaching unmount: what still uses a file there keeps it).
 pub fn remove_container_tree(kernel: &Kernel, root: &Arc<Dentry>) {
-    kernel.mounts.detach_tree(root.mount.id);
+    let gone: Vec<u64> = kernel.mounts.detach_tree(root.mount.id).iter().map(|m| m.id).collect();
+    crate::fs::dentry::release_recent_of(&gone);
 }
 
 /// Mounts `mount` at absolute `at`, making missing directories on the way.

@@ -278,6 +278,12 @@ pub fn release_recent() {
     drop(gone);
 }
 
+/// Lets go of the recently used dentries of mounts `ids` (a tree of mounts
+/// taken away for good: what it holds of the host goes with it).
+pub fn release_recent_of(ids: &[u64]) {
+    RECENT_LIST.lock().unwrap().retain(|d| !ids.contains(&d.mount.id));
+}
+
 fn keep_recent(d: &Arc<Dentry>) {
     let mut list = RECENT_LIST.lock().unwrap();
     if list.len() >= RECENT {
