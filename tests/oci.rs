@@ -222,6 +222,37 @@ impl Drop for ForceDelete<'_> {
     }
 }
 
+/// SIGKILL ends a container that was created and never started, as it
+/// ends runc's process that waits for the start; another signal leaves it
+/// created.
+#[test]
+fn sigkill_ends_a_created_container() {
+    require_kvm!();
+    let b = Bundle::new(
+        "oci-kill-created",
+        &["/bin/sh", "-c", "trap 'echo got HUP' HUP; echo started; sleep 0.2; echo done"],
+        serde_json::json!({}),
+        serde_json::json!({}),
+    );
+    let _out = b.create("k1", &[]);
+    let gone = pidfd(b.pid_file("k1"));
+    b.ok(&["kill", "k1", "KILL"]);
+    wait_gone(&gone, "the created container's process");
+    assert_eq!(b.state("k1")["status"], "stopped");
+    b.ok(&["delete", "k1"]);
+
+    let out = b.create("k2", &[]);
+    b.ok(&["kill", "k2", "HUP"]);
+    assert_eq!(b.state("k2")["status"], "created", "a handled signal waits for the program");
+    b.ok(&["start", "k2"]);
+    let mut seen = String::new();
+    BufReader::new(out).read_to_string(&mut seen).unwrap();
+    // The first process did not handle HUP when it was sent: from outside,
+    // such a signal does not reach a PID namespace's init.
+    assert_eq!(seen, "started\ndone\n");
+    b.ok(&["delete", "--force", "k2"]);
+}
+
 /// A network namespace made with `ip netns add`, deleted when dropped.
 struct NetNs(String);
 

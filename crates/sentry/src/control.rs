@@ -139,7 +139,14 @@ impl Controller {
                     }
                     match Message::decode(msg) {
                         Some(Message::Start) => opens.open(true),
-                        Some(Message::Signal { signal, all }) => send(&kernel, uid, u32::from(signal), all),
+                        Some(Message::Signal { signal, all }) => {
+                            // SIGKILL ends a container that has not started,
+                            // as it ends runc's process waiting for start.
+                            if u32::from(signal) == linux_raw_sys::general::SIGKILL {
+                                opens.open(false);
+                            }
+                            send(&kernel, uid, u32::from(signal), all)
+                        }
                         None => tracing::debug!("control channel: unknown message {msg:?}"),
                     }
                 }
@@ -576,7 +583,12 @@ fn serve(served: &Served, conn: OwnedFd) {
             Request::Signal { signal, all, container: Some(id) } => {
                 let target = {
                     let joined = served.joined.lock().unwrap();
-                    joined.by_id.get(&id).map(|c| (c.first.clone(), c.number))
+                    joined.by_id.get(&id).map(|c| {
+                        if signal == linux_raw_sys::general::SIGKILL {
+                            c.start.open(false);
+                        }
+                        (c.first.clone(), c.number)
+                    })
                 };
                 match target {
                     Some((first, number)) => {

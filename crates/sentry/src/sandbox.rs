@@ -596,7 +596,8 @@ impl Sandbox {
     /// told to on `control`, which also carries signals for the sandbox's
     /// processes (see [`crate::control`]): an OCI runtime's `start` and
     /// `kill`. A signal sent before the start is pending when the program
-    /// starts, as for a process stopped before its first instruction.
+    /// starts, as for a process stopped before its first instruction;
+    /// SIGKILL ends it unstarted.
     /// `socket`, a listening unix socket, is served for the requests of
     /// [`crate::control::Request`]: processes started inside, the list of
     /// processes, statistics, signals and shutdown.
