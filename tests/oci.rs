@@ -982,9 +982,19 @@ fn pod_containers_join_their_sandbox() {
         print(c.recv(100).decode())";
     let script_b = format!(
         "cat /whoami; test -e /tmp/mark && echo sees a; grep -c ' /tmp ' /proc/self/mountinfo; \
+         echo written > /shared/out; \
          python3 -c \"{client}\"; exit 3"
     );
     let b = member("b", &["/bin/sh", "-c", &script_b]);
+    // The second member writes through a writable bind mount, as CRI's
+    // /etc/hostname and /dev/shm are.
+    let shared = b.dir.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let config_path = b.dir.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    config["mounts"].as_array_mut().unwrap().push(serde_json::json!(
+        {"destination": "/shared", "type": "bind", "source": shared, "options": ["rbind", "rw"]}));
+    std::fs::write(&config_path, serde_json::to_vec(&config).unwrap()).unwrap();
 
     // Without its sandbox running, a member is refused in one line.
     let out = a.output(&["create", "--bundle", a.dir.to_str().unwrap(), "early"]);
@@ -1017,6 +1027,7 @@ fn pod_containers_join_their_sandbox() {
     // first member's server on the pod's localhost.
     assert_eq!(seen, "b\n1\npong\n");
     wait_gone(&exited, "the second member's process");
+    assert_eq!(std::fs::read_to_string(shared.join("out")).unwrap(), "written\n");
     assert_eq!(out_a.next().unwrap().unwrap(), "got ping");
     assert_eq!(b.state("b1")["status"], "stopped");
     b.ok(&["delete", "b1"]);

@@ -82,6 +82,7 @@ pub fn create(opts: &CreateOptions, container: Container, spec: &oci_spec::runti
             let code = container_process(
                 container.config,
                 container.network_namespace.as_ref(),
+                container.pod_sandbox,
                 console,
                 ready_write,
                 (control, socket),
@@ -171,6 +172,7 @@ fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
 fn container_process(
     mut config: SandboxConfig,
     network_namespace: Option<&NetworkNamespace>,
+    pod_sandbox: bool,
     console: Option<Console>,
     ready: OwnedFd,
     control: (OwnedFd, OwnedFd),
@@ -232,6 +234,9 @@ fn container_process(
         sandbox.forward_signals_from(fd);
     }
     isolation.serve_control_socket();
+    if pod_sandbox {
+        isolation.expect_writable_binds();
+    }
     if let Err(e) = isolation.lock_down() {
         return fail(ready, sentry::internal_error::EXIT_STATUS, e.to_string());
     }

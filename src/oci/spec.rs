@@ -30,6 +30,9 @@ pub struct Container {
     /// sentry it joins (sharing its network, IPC and limits) instead of
     /// getting one of its own.
     pub joins: Option<String>,
+    /// It is a pod's sandbox container, whose sentry the pod's other
+    /// containers join.
+    pub pod_sandbox: bool,
 }
 
 /// The network namespace a container's sentry makes its host sockets in.
@@ -49,6 +52,12 @@ const POD_ANNOTATIONS: [(&str, &str, &str); 2] = [
     ("io.kubernetes.cri.container-type", "container", "io.kubernetes.cri.sandbox-id"),
     ("io.kubernetes.cri-o.ContainerType", "container", "io.kubernetes.cri-o.SandboxID"),
 ];
+
+/// True if `spec`'s container is a pod's sandbox container.
+fn is_pod_sandbox(spec: &Spec) -> bool {
+    let Some(annotations) = spec.annotations().as_ref() else { return false };
+    POD_ANNOTATIONS.iter().any(|(kind, _, _)| annotations.get(*kind).is_some_and(|t| t == "sandbox"))
+}
 
 /// The id of the pod sandbox container that `spec`'s container belongs in,
 /// if it is a pod's container.
@@ -217,6 +226,7 @@ pub fn container(spec: &Spec, bundle: &Path, platform: PlatformKind, kvm_device:
         console_size: process.console_size().map(|b| (b.height() as u16, b.width() as u16)),
         network_namespace,
         joins,
+        pod_sandbox: is_pod_sandbox(spec),
         config,
     })
 }

@@ -520,6 +520,12 @@ impl Isolation {
         self.control_socket = true;
     }
 
+    /// Containers that join the sandbox later (a pod's) may bring writable
+    /// bind mounts: the sentry is confined as for one of its own.
+    pub fn expect_writable_binds(&mut self) {
+        self.writable_binds = true;
+    }
+
     /// Takes every right the sentry no longer needs, for good: its new root,
     /// then its identity and capabilities, then `PR_SET_NO_NEW_PRIVS` and
     /// the seccomp filter. Must be called while the process has a single

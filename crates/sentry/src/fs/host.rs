@@ -103,6 +103,11 @@ impl HostFs {
     /// The host's files as the sandbox will see them; nothing is opened
     /// yet but the means to reopen.
     pub fn new(mf: Arc<MemoryFile>) -> Result<Arc<HostFs>, FsError> {
+        // The modes the VFS passes down have the application's umask applied
+        // already; the host must not apply the sentry's too. Set now, while
+        // the sentry may: trees with writable binds can come later (a pod's
+        // containers), when its filter allows no umask(2).
+        rustix::process::umask(Mode::empty());
         let proc_fd =
             rustix::fs::open("/proc/self/fd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         Ok(Arc::new(HostFs {
@@ -128,11 +133,6 @@ impl HostFs {
             return Err(FsError::PermissionDenied);
         }
         HostInode::check_fs_type(&inode.fd)?;
-        if writable {
-            // The modes the VFS passes down have the application's umask
-            // applied already; the host must not apply the sentry's too.
-            rustix::process::umask(Mode::empty());
-        }
         Ok(Arc::new(inode))
     }
 
