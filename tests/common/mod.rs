@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod containerd;
 pub mod engine;
 
 use std::io::Write;
