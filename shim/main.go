@@ -27,9 +27,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	eventstypes "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/log"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/runtime"
@@ -168,6 +170,19 @@ func (t *cordonTasks) forwardOOM(id, ns string, events *exec.Cmd, out io.Reader)
 		}
 	}
 	_ = events.Wait()
+}
+
+// Kill is the runc shim's, with cordon's answer for a container that has
+// already stopped taken as runc's: the runc shim recognises runc's words
+// for it ("container not running") and reports the process gone, which
+// the CRI plugin expects when it stops a pod whose sandbox has just
+// exited; cordon words it "container ID is not running".
+func (t *cordonTasks) Kill(ctx context.Context, r *taskAPI.KillRequest) (*types.Empty, error) {
+	killed, err := t.TaskService.Kill(ctx, r)
+	if err != nil && strings.Contains(err.Error(), "is not running") {
+		return nil, errdefs.ToGRPC(fmt.Errorf("process already finished: %w", errdefs.ErrNotFound))
+	}
+	return killed, err
 }
 
 func (t *cordonTasks) Delete(ctx context.Context, r *taskAPI.DeleteRequest) (*taskAPI.DeleteResponse, error) {
