@@ -5,10 +5,15 @@ before the real command, so no sandbox is needed:
     /usr/bin/python3 bench/test_run.py
 """
 
+import hashlib
 import importlib.machinery
 import importlib.util
+import io
+import json
 import os
 import sys
+import tarfile
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -109,6 +114,44 @@ class SocketCases(unittest.TestCase):
             self.assertGreater(o.value_ns, 0)
             if case.name != "unix_pingpong" and case.name != "tcp_loopback_rr":
                 self.assertIsNotNone(o.extra, case.name)
+
+
+class EngineCases(unittest.TestCase):
+    def test_a_micro_case_with_a_platform_command_runs_that(self):
+        case = run.Case("engine_fake", "engine", "", "micro",
+                        platform_argv=lambda s, p: ["/bin/sh", "-c", f"echo {p} >&2; echo BENCH case=x ops=1 ns=7 ns_per_op=7"])
+        o = run.run_one(case, fake("exit 9"), SETTINGS, 30.0, dict(os.environ))
+        self.assertTrue(o.ok, o.reason)
+        self.assertEqual(o.value_ns, 7.0)
+
+    def test_pod_start_runs_each_platform_with_its_handler(self):
+        for plat, handler in run.CRI_HANDLERS.items():
+            argv = run.pod_start_argv(SETTINGS, plat)
+            self.assertEqual(argv[argv.index("-handler") + 1], handler)
+            self.assertEqual(argv[-1], "bench")
+        self.assertEqual(run.CRI_HANDLERS["native"], "runc")
+
+    def test_oci_image_tar_is_an_image_layout(self):
+        with tempfile.TemporaryDirectory() as d:
+            tar = Path(d) / "image.tar"
+            run.oci_image_tar(tar, "example/name:tag", {"bin/prog": "/bin/true"}, {"bin/alias": "prog"}, ["/bin/prog"])
+            with tarfile.open(tar) as t:
+                blob = lambda digest: t.extractfile(f"blobs/sha256/{digest.split(':')[1]}").read()
+                index = json.load(t.extractfile("index.json"))
+                entry = index["manifests"][0]
+                self.assertEqual(entry["annotations"]["io.containerd.image.name"], "example/name:tag")
+                manifest_data = blob(entry["digest"])
+                self.assertEqual("sha256:" + hashlib.sha256(manifest_data).hexdigest(), entry["digest"])
+                manifest = json.loads(manifest_data)
+                config = json.loads(blob(manifest["config"]["digest"]))
+                layer_digest = manifest["layers"][0]["digest"]
+                self.assertEqual(config["rootfs"]["diff_ids"], [layer_digest])
+                self.assertEqual(config["config"]["Entrypoint"], ["/bin/prog"])
+                layer = blob(layer_digest)
+                self.assertEqual("sha256:" + hashlib.sha256(layer).hexdigest(), layer_digest)
+                with tarfile.open(fileobj=io.BytesIO(layer)) as lt:
+                    self.assertEqual(sorted(lt.getnames()), ["bin/alias", "bin/prog"])
+                    self.assertEqual(lt.getmember("bin/alias").linkname, "prog")
 
 
 class OutputCheck(unittest.TestCase):
