@@ -67,8 +67,16 @@ func main() {
 	}
 }
 
+// undo is what a failure leaves to be undone before the exit (a bench
+// pod, so that one that failed does not weigh on the next platform's).
+var undo func()
+
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "cri-pod: "+format+"\n", args...)
+	if u := undo; u != nil {
+		undo = nil
+		u()
+	}
 	os.Exit(1)
 }
 
@@ -350,9 +358,11 @@ func (p *pods) bench() {
 	for i := 0; i < *rounds; i++ {
 		start := time.Now()
 		pd := p.runPod("bench-pod")
+		undo = func() { p.removePod(pd.id) }
 		_, log := p.startContainer(pd, "first", "echo", "first output")
 		waitLog(log, "the container", "first output", time.Millisecond)
 		total += time.Since(start)
+		undo = nil
 		p.removePod(pd.id)
 	}
 	ns := total.Nanoseconds()
