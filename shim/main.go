@@ -172,17 +172,25 @@ func (t *cordonTasks) forwardOOM(id, ns string, events *exec.Cmd, out io.Reader)
 	_ = events.Wait()
 }
 
-// Kill is the runc shim's, with cordon's answer for a container that has
+// Kill is the runc shim's, with cordon's answers for a container that has
 // already stopped taken as runc's: the runc shim recognises runc's words
 // for it ("container not running") and reports the process gone, which
-// the CRI plugin expects when it stops a pod whose sandbox has just
-// exited; cordon words it "container ID is not running".
+// the CRI plugin expects when it stops a pod whose containers or sandbox
+// have just exited. cordon words it "container ID is not running", or,
+// for a pod's container whose sandbox has let it go, "no container ID in
+// the sandbox".
 func (t *cordonTasks) Kill(ctx context.Context, r *taskAPI.KillRequest) (*types.Empty, error) {
 	killed, err := t.TaskService.Kill(ctx, r)
-	if err != nil && strings.Contains(err.Error(), "is not running") {
+	if err != nil && stopped(err.Error()) {
 		return nil, errdefs.ToGRPC(fmt.Errorf("process already finished: %w", errdefs.ErrNotFound))
 	}
 	return killed, err
+}
+
+// stopped tells whether cordon's error says the container has stopped.
+func stopped(msg string) bool {
+	return strings.Contains(msg, "is not running") ||
+		(strings.Contains(msg, "no container ") && strings.Contains(msg, " in the sandbox"))
 }
 
 func (t *cordonTasks) Delete(ctx context.Context, r *taskAPI.DeleteRequest) (*taskAPI.DeleteResponse, error) {
