@@ -12,8 +12,8 @@
 //! allocations in the test's directory), its pods' network namespaces
 //! under its state directory, and the pause and busybox images imported
 //! offline from tarballs the test writes. Everything is removed at the
-//! end, failed or not: pods, shims, network namespaces, the bridge,
-//! mounts.
+//! end, failed or not (and the test checks it): pods, shims, network
+//! namespaces, the bridge, the pods' cgroups, mounts.
 
 mod common;
 
