@@ -424,12 +424,18 @@ fn send(sd: &StateDir, message: Message) -> Result<()> {
 pub fn kill(sd: &StateDir, signal: i32, all: bool) -> Result<()> {
     let record = sd.load()?;
     let status = sd.status(&record);
+    // runc's words for a container that has stopped ("container not
+    // running"), which runc-based shims (containerd's, docker's) take for
+    // a process already gone.
+    let not_running = || anyhow::anyhow!("cannot signal container {}: container not running", record.id);
     if !matches!(status, Status::Created | Status::Running) {
-        bail!("container {} is not running", record.id);
+        return Err(not_running());
     }
     if record.sandbox.is_some() {
         let container = Some(record.id.clone());
-        return super::join::ask(sd, &record, Request::Signal { signal: signal as u32, all, container });
+        let request = Request::Signal { signal: signal as u32, all, container };
+        // Its sandbox let it go, or ended: it has stopped too.
+        return super::join::ask(sd, &record, request).map_err(|_| not_running());
     }
     if signal == libc::SIGKILL && all {
         kill_process(&record);
