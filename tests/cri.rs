@@ -132,29 +132,7 @@ impl Drop for Node {
         let _ = self.client(&["cleanup"]).stdin(Stdio::null()).output();
         drop(self.containerd.take());
         let _ = Command::new("ip").args(["link", "del", &self.bridge]).output();
-        remove_cgroups(&self.cgroup);
-    }
-}
-
-/// Removes the cgroup `name` (under every hierarchy's root) and the empty
-/// cgroups under it: the pods' cgroups, which runc made and the CRI plugin
-/// leaves to kubelet.
-fn remove_cgroups(name: &str) {
-    fn remove(dir: &Path) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove(&entry.path());
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-    let root = Path::new("/sys/fs/cgroup");
-    let hierarchies = std::fs::read_dir(root).into_iter().flatten().flatten().map(|e| e.path());
-    for base in std::iter::once(root.to_path_buf()).chain(hierarchies) {
-        let dir = base.join(name);
-        if dir.is_dir() {
-            remove(&dir);
-        }
+        common::containerd::remove_cgroups(&self.cgroup);
     }
 }
 

@@ -250,5 +250,30 @@ impl Drop for Containerd {
         // then its mounts.
         super::engine::kill_processes_naming(&self.dir);
         super::engine::cleanup_dir(&self.dir);
+        // runc's cgroups for the namespace's containers.
+        remove_cgroups(&self.namespace);
+    }
+}
+
+/// Removes the cgroup `name` (under every hierarchy's root) and the empty
+/// cgroups under it: what runc made for a containerd namespace's
+/// containers, or for a CRI's pods, which containerd and the CRI plugin
+/// leave behind.
+pub fn remove_cgroups(name: &str) {
+    fn remove(dir: &Path) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove(&entry.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let hierarchies = std::fs::read_dir(root).into_iter().flatten().flatten().map(|e| e.path());
+    for base in std::iter::once(root.to_path_buf()).chain(hierarchies) {
+        let dir = base.join(name);
+        if dir.is_dir() {
+            remove(&dir);
+        }
     }
 }
