@@ -559,7 +559,8 @@ fn exec_runs_a_process_in_the_running_container() {
     let process = b.dir.join("process.json");
     let spec = serde_json::json!({
         "user": {"uid": 1000, "gid": 1000},
-        "args": ["/bin/sh", "-c", "id -u; echo $WHO; cat /proc/1/cmdline | tr '\\0' ' '; echo"],
+        "args": ["/bin/sh", "-c", "id -u; echo $WHO; cat /proc/1/cmdline | tr '\\0' ' '; echo; cat /proc/self/oom_score_adj"],
+        "oomScoreAdj": 100,
         "env": ["PATH=/usr/bin:/bin", "WHO=exec"],
         "cwd": "/",
     });
@@ -570,6 +571,7 @@ fn exec_runs_a_process_in_the_running_container() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[..2], ["1000", "exec"], "{text}");
     assert!(lines[2].starts_with("/bin/sh -c echo shared"), "pid 1 is the container's first process: {text}");
+    assert_eq!(lines[3], "100", "process.json's oomScoreAdj: {text}");
     // A program that is not there: a shell's status and one line.
     let out = b.output(&["exec", "e1", "no-such-program"]);
     assert_eq!(out.status.code(), Some(127), "{out:?}");

@@ -262,6 +262,7 @@ pub fn process(process: &oci_spec::runtime::Process) -> Result<sentry::control::
         umask: user.umask().unwrap_or(0o022),
         rlimits,
         no_new_privs: process.no_new_privileges().unwrap_or(false),
+        oom_score_adj: process.oom_score_adj().unwrap_or(0),
     })
 }
 

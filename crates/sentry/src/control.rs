@@ -231,6 +231,9 @@ pub struct ProcessSpec {
     /// (RLIMIT_* number, soft, hard).
     pub rlimits: Vec<(u32, u64, u64)>,
     pub no_new_privs: bool,
+    /// Its /proc/self/oom_score_adj.
+    #[serde(default)]
+    pub oom_score_adj: i32,
 }
 
 /// A request on the control socket: a frame of a little-endian u32 length

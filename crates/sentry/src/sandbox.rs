@@ -1291,6 +1291,7 @@ pub fn start_process(
     let handlers = Arc::new(Mutex::new(SigHandlers::default()));
     let tg = ThreadGroup::new(tid, handlers, 0, Default::default(), Arc::new(creds.clone()));
     tg.container.store(container, std::sync::atomic::Ordering::Relaxed);
+    tg.info.lock().unwrap().oom_score_adj = spec.oom_score_adj;
     for (resource, cur, max) in &spec.rlimits {
         if let Some(slot) = tg.rlimits.lock().unwrap().0.get_mut(*resource as usize) {
             *slot = Rlimit { cur: *cur, max: *max };
