@@ -945,6 +945,16 @@ fn runtime_tools_validation_passes_where_runc_does() {
     assert!(regressions.is_empty(), "validations runc passes and cordon fails:\n{}", regressions.join("\n"));
 }
 
+/// The annotations the CRI plugin gives a container of pod `pod`: `kind`
+/// is `sandbox` for the pod's sandbox container, `container` for the
+/// others.
+fn pod_annotations(kind: &str, pod: &str) -> serde_json::Value {
+    serde_json::json!({"annotations": {
+        "io.kubernetes.cri.container-type": kind,
+        "io.kubernetes.cri.sandbox-id": pod,
+    }})
+}
+
 /// A pod as the CRI plugin makes one: a sandbox container, then the pod's
 /// containers (the `container` type, with the sandbox's id), each with a
 /// root and mounts of its own, joining the sandbox's sentry: they reach
@@ -952,12 +962,7 @@ fn runtime_tools_validation_passes_where_runc_does() {
 #[test]
 fn pod_containers_join_their_sandbox() {
     require_kvm!();
-    let annotations = |kind: &str| {
-        serde_json::json!({"annotations": {
-            "io.kubernetes.cri.container-type": kind,
-            "io.kubernetes.cri.sandbox-id": "pod1",
-        }})
-    };
+    let annotations = |kind: &str| pod_annotations(kind, "pod1");
     let sandbox = Bundle::new(
         "oci-pod-sandbox",
         &["/bin/sh", "-c", "trap 'exit 0' TERM; echo pause; while :; do sleep 0.1; done"],
@@ -1065,12 +1070,7 @@ fn pod_containers_join_their_sandbox() {
 #[test]
 fn pod_members_leave_nothing_behind_in_the_sentry() {
     require_kvm!();
-    let annotations = |kind: &str| {
-        serde_json::json!({"annotations": {
-            "io.kubernetes.cri.container-type": kind,
-            "io.kubernetes.cri.sandbox-id": "pod",
-        }})
-    };
+    let annotations = |kind: &str| pod_annotations(kind, "pod");
     let sandbox = Bundle::new(
         "oci-pod-cycles",
         &["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
