@@ -18,11 +18,16 @@
 //!   `noexec`) that is attached nowhere, entered with `chroot`. Neither the
 //!   factory nor a stub opens a path: the memory file and the control file
 //!   are descriptors. It is forked after the sentry made its namespaces
-//!   (so it is in them), before the sentry builds its own root; taking
-//!   the sentry's root instead, by forking later, would give it the served
-//!   root and every writable bind, which it has no use for. A caller
-//!   without the capability to mount (one who is not root, where the host
-//!   refuses user namespaces) leaves it on the root the sentry has.
+//!   (so it is in them), before the sentry enters its own root and drops
+//!   its identity. Forking it later, between those steps and the sentry's
+//!   filter, would not confine it more: it would get the sentry's root,
+//!   with the served root and every writable bind, and (for root with a
+//!   writable bind) root's file-system ids and the capabilities to write
+//!   as root, all of which it would have to give up again; and the
+//!   sentry's lock-down would have to call into the platform halfway. A
+//!   caller without the capability to mount (one who is not root, where
+//!   the host refuses user namespaces) leaves it on the root the sentry
+//!   has.
 //! - descriptors: the control file, the memory file, the request eventfd,
 //!   its signalfd and the stubs' acknowledgement eventfds, moved to fixed
 //!   numbers (`FD_CONTROL` up) so that its filter can name them; every
