@@ -80,44 +80,6 @@ fn a_forbidden_host_call_kills_the_sentry() {
     }
 }
 
-/// The pid of `parent`'s child process.
-fn child_of(parent: u32) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-        // The fields after the command name, which may hold anything.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let ppid: u32 = rest.split(' ').nth(1)?.parse().ok()?;
-        (ppid == parent).then_some(pid)
-    })
-}
-
-/// The value of `key` in /proc/PID/status.
-fn status_field(pid: u32, key: &str) -> String {
-    status_file_field(&format!("/proc/{pid}/status"), key)
-}
-
-/// The value of `key` in a status file of /proc.
-fn status_file_field(path: &str, key: &str) -> String {
-    let text = std::fs::read_to_string(path).expect("status");
-    let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap_or_else(|| panic!("no {key}"));
-    line[key.len() + 1..].trim().to_string()
-}
-
-/// Where each of PID's descriptors leads.
-fn descriptors(pid: u32) -> Vec<(String, String)> {
-    let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .expect("fd directory")
-        .flatten()
-        .map(|e| {
-            let target = std::fs::read_link(e.path()).map(|t| t.display().to_string()).unwrap_or_default();
-            (e.file_name().to_string_lossy().into_owned(), target)
-        })
-        .collect();
-    fds.sort();
-    fds
-}
-
 /// Run by root, the sentry, while the application runs, is in namespaces
 /// of its own, as nobody, with CAP_DAC_READ_SEARCH as its one capability,
 /// PR_SET_NO_NEW_PRIVS, the seccomp filter on every thread, a root holding
@@ -152,24 +114,24 @@ fn the_sentry_runs_confined() {
     assert_eq!(first, "ready 0 0", "the application keeps its caller's ids");
 
     let monitor = child.id();
-    let sentry = child_of(monitor).expect("the sentry, cordon's child");
+    let sentry = common::child_of(monitor).expect("the sentry, cordon's child");
     for ns in ["pid", "net", "ipc", "uts", "mnt"] {
         let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/{ns}")).expect("ns");
         let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).expect("ns");
         assert_ne!(theirs, ours, "the sentry's {ns} namespace is its own");
     }
-    assert_eq!(status_field(sentry, "Uid"), "65534\t65534\t65534\t65534");
-    assert_eq!(status_field(sentry, "Gid"), "65534\t65534\t65534\t65534");
-    assert_eq!(status_field(sentry, "Groups"), "");
+    assert_eq!(common::status_field(sentry, "Uid"), "65534\t65534\t65534\t65534");
+    assert_eq!(common::status_field(sentry, "Gid"), "65534\t65534\t65534\t65534");
+    assert_eq!(common::status_field(sentry, "Groups"), "");
     // CAP_DAC_READ_SEARCH is capability 2.
     let dac_read_search = format!("{:016x}", 1u64 << 2);
-    assert_eq!(status_field(sentry, "CapEff"), dac_read_search);
-    assert_eq!(status_field(sentry, "CapPrm"), dac_read_search);
-    assert_eq!(status_field(sentry, "CapInh"), "0000000000000000");
-    assert_eq!(status_field(sentry, "CapBnd"), "0000000000000000");
-    assert_eq!(status_field(sentry, "CapAmb"), "0000000000000000");
-    assert_eq!(status_field(sentry, "NoNewPrivs"), "1");
-    assert_eq!(status_field(sentry, "Seccomp"), "2");
+    assert_eq!(common::status_field(sentry, "CapEff"), dac_read_search);
+    assert_eq!(common::status_field(sentry, "CapPrm"), dac_read_search);
+    assert_eq!(common::status_field(sentry, "CapInh"), "0000000000000000");
+    assert_eq!(common::status_field(sentry, "CapBnd"), "0000000000000000");
+    assert_eq!(common::status_field(sentry, "CapAmb"), "0000000000000000");
+    assert_eq!(common::status_field(sentry, "NoNewPrivs"), "1");
+    assert_eq!(common::status_field(sentry, "Seccomp"), "2");
     // Every host thread, the application's task threads among them, the
     // same: a thread keeps the identity of the one that made it.
     // (KVM's own workers, such as kvm-nx-lpage-recovery, are kernel
@@ -182,12 +144,12 @@ fn the_sentry_runs_confined() {
         .collect();
     assert!(threads.len() > 1, "the sentry runs the application on threads of its own");
     for status in &threads {
-        assert_eq!(status_file_field(status, "Uid"), "65534\t65534\t65534\t65534", "{status}");
-        assert_eq!(status_file_field(status, "CapEff"), dac_read_search, "{status}");
-        assert_eq!(status_file_field(status, "CapPrm"), dac_read_search, "{status}");
-        assert_eq!(status_file_field(status, "CapBnd"), "0000000000000000", "{status}");
-        assert_eq!(status_file_field(status, "NoNewPrivs"), "1", "{status}");
-        assert_eq!(status_file_field(status, "Seccomp"), "2", "{status}");
+        assert_eq!(common::status_file_field(status, "Uid"), "65534\t65534\t65534\t65534", "{status}");
+        assert_eq!(common::status_file_field(status, "CapEff"), dac_read_search, "{status}");
+        assert_eq!(common::status_file_field(status, "CapPrm"), dac_read_search, "{status}");
+        assert_eq!(common::status_file_field(status, "CapBnd"), "0000000000000000", "{status}");
+        assert_eq!(common::status_file_field(status, "NoNewPrivs"), "1", "{status}");
+        assert_eq!(common::status_file_field(status, "Seccomp"), "2", "{status}");
     }
     let mut root: Vec<String> = std::fs::read_dir(format!("/proc/{sentry}/root"))
         .expect("the sentry's root")
@@ -213,17 +175,17 @@ fn the_sentry_runs_confined() {
             || target == "/1/fd"
     };
     let marker_shown = marker.display().to_string();
-    for (fd, target) in descriptors(sentry) {
+    for (fd, target) in common::descriptors(sentry) {
         assert_ne!(target, marker_shown, "the sentry holds the caller's descriptor as {fd}");
         assert!(own(&target), "the sentry's descriptor {fd} leads to {target}");
     }
     // The monitor left behind in the host's namespaces needs no right.
-    assert_eq!(status_field(monitor, "Uid"), "65534\t65534\t65534\t65534");
-    assert_eq!(status_field(monitor, "CapEff"), "0000000000000000");
-    assert_eq!(status_field(monitor, "CapPrm"), "0000000000000000");
-    assert_eq!(status_field(monitor, "CapBnd"), "0000000000000000");
-    assert_eq!(status_field(monitor, "NoNewPrivs"), "1");
-    let monitor_fds = descriptors(monitor);
+    assert_eq!(common::status_field(monitor, "Uid"), "65534\t65534\t65534\t65534");
+    assert_eq!(common::status_field(monitor, "CapEff"), "0000000000000000");
+    assert_eq!(common::status_field(monitor, "CapPrm"), "0000000000000000");
+    assert_eq!(common::status_field(monitor, "CapBnd"), "0000000000000000");
+    assert_eq!(common::status_field(monitor, "NoNewPrivs"), "1");
+    let monitor_fds = common::descriptors(monitor);
     assert!(
         monitor_fds.len() == 4 && monitor_fds.iter().all(|(_, t)| t.starts_with("pipe:")),
         "the monitor holds stdio and its pipe to the sentry only: {monitor_fds:?}"

@@ -177,16 +177,6 @@ fn readiness_of_host_sockets() {
     require_kvm!();
     host_network_c_test("net_host_epoll");
 }
-/// The pid of `parent`'s child process.
-fn child_of(parent: u32) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let ppid: u32 = rest.split(' ').nth(1)?.parse().ok()?;
-        (ppid == parent).then_some(pid)
-    })
-}
 
 /// How many of `pid`'s descriptors are sockets.
 fn sockets_of(pid: u32) -> usize {
@@ -219,7 +209,7 @@ fn without_the_host_network_the_host_is_unreachable() {
         let mut first = String::new();
         stdout.read_line(&mut first).expect("read");
         assert_eq!(first, "unreachable\n", "{what}");
-        let sentry = child_of(child.id()).expect("the sentry, cordon's child");
+        let sentry = common::child_of(child.id()).expect("the sentry, cordon's child");
         assert_eq!(sockets_of(sentry), 0, "{what}: the sentry holds a host socket");
         let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/net")).expect("ns");
         let ours = std::fs::read_link("/proc/self/ns/net").expect("ns");
@@ -239,7 +229,7 @@ fn without_the_host_network_the_host_is_unreachable() {
     let mut first = String::new();
     stdout.read_line(&mut first).expect("read");
     assert_eq!(first, "ready\n");
-    let sentry = child_of(child.id()).expect("the sentry, cordon's child");
+    let sentry = common::child_of(child.id()).expect("the sentry, cordon's child");
     let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/net")).expect("ns");
     let ours = std::fs::read_link("/proc/self/ns/net").expect("ns");
     assert_eq!(theirs, ours, "with --network=host the sentry is on the host's network");

@@ -104,17 +104,6 @@ fn udp_datagrams_are_forwarded_both_ways_per_peer() {
     assert!(rest.starts_with("senders 2\n") && rest.ends_with("0 failed\n"), "{what}: {rest}");
 }
 
-/// The pid of `parent`'s child process.
-fn child_of(parent: u32) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let ppid: u32 = rest.split(' ').nth(1)?.parse().ok()?;
-        (ppid == parent).then_some(pid)
-    })
-}
-
 /// How many of `pid`'s descriptors are sockets.
 fn sockets_of(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -141,7 +130,7 @@ fn a_connection_nothing_takes_inside_is_reset() {
     assert_eq!(first, "ready\n");
     if rustix::process::geteuid().is_root() {
         let monitor = child.id();
-        let sentry = child_of(monitor).expect("the sentry, cordon's child");
+        let sentry = common::child_of(monitor).expect("the sentry, cordon's child");
         assert_eq!(sockets_of(monitor), 0, "the monitor holds a socket");
         assert_eq!(sockets_of(sentry), 1, "the sentry holds the listener only");
         let theirs = std::fs::read_link(format!("/proc/{sentry}/ns/net")).expect("ns");

@@ -226,6 +226,44 @@ pub fn c_test_sandbox_only(name: &str, opts: &[&str], args: &[&str]) {
     }
 }
 
+/// The pid of `parent`'s child process.
+pub fn child_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        // The fields after the command name, which may hold anything.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let ppid: u32 = rest.split(' ').nth(1)?.parse().ok()?;
+        (ppid == parent).then_some(pid)
+    })
+}
+
+/// The value of `key` in /proc/PID/status.
+pub fn status_field(pid: u32, key: &str) -> String {
+    status_file_field(&format!("/proc/{pid}/status"), key)
+}
+
+/// The value of `key` in a status file of /proc.
+pub fn status_file_field(path: &str, key: &str) -> String {
+    let text = std::fs::read_to_string(path).expect("status");
+    let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap_or_else(|| panic!("no {key}"));
+    line[key.len() + 1..].trim().to_string()
+}
+
+/// Where each of PID's descriptors leads.
+pub fn descriptors(pid: u32) -> Vec<(String, String)> {
+    let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd directory")
+        .flatten()
+        .map(|e| {
+            let target = std::fs::read_link(e.path()).map(|t| t.display().to_string()).unwrap_or_default();
+            (e.file_name().to_string_lossy().into_owned(), target)
+        })
+        .collect();
+    fds.sort();
+    fds
+}
+
 /// A fresh empty directory under the target directory.
 pub fn scratch_dir(name: &str) -> PathBuf {
     let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));

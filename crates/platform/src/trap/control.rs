@@ -18,6 +18,10 @@ pub(crate) const FILE_SIZE: u64 = (MAX_STUBS as u64 + 1) * stub::SLOT_SIZE;
 const F_REQ_SLOT: usize = 0;
 const F_REPLY_SEQ: usize = 4;
 const F_REPLY_PID: usize = 8;
+/// What the factory did without while it confined itself (`KEPT_*` bits
+/// of the factory module; written by the factory only, before its first
+/// reply).
+const F_SETUP_KEPT: usize = 12;
 /// One byte per slot: the stub there died (written by the factory only).
 const F_DEAD: usize = 1024;
 /// One word per slot: the highest thread area the sentry handed out
@@ -71,6 +75,12 @@ impl FactoryPage {
             futex_wait(w, seq);
         }
         word(self.0, F_REPLY_PID).load(Ordering::Acquire) as i32
+    }
+    pub(crate) fn set_setup_kept(&self, kept: u32) {
+        word(self.0, F_SETUP_KEPT).store(kept, Ordering::Release)
+    }
+    pub(crate) fn setup_kept(&self) -> u32 {
+        word(self.0, F_SETUP_KEPT).load(Ordering::Acquire)
     }
     /// Records how the stub of `slot` ended (a `waitpid` status), or
     /// clears the record for a new stub.

@@ -5,9 +5,9 @@
 //! # How it works
 //!
 //! - The sentry forks a *factory* while it starts, before it confines
-//!   itself (its own filter forbids making processes). The factory forks a
-//!   stub whenever the sentry asks, through a shared control file (a memfd)
-//!   and an eventfd.
+//!   itself (its own filter forbids making processes). The factory
+//!   confines itself, then forks a stub whenever the sentry asks, through a
+//!   shared control file (a memfd) and an eventfd.
 //! - A stub unmaps everything it inherited but a small code area and its
 //!   slot of the control file (both at addresses reserved in every
 //!   application address space, [`stub::RESERVED`]), installs its seccomp
@@ -153,6 +153,16 @@
 //!   another thread's area of the same stub is as writing that area. The
 //!   table and cells are mapped read-only and cannot be unmapped,
 //!   remapped or made writable by the application.
+//! - The factory: it runs no application code, and reads only the
+//!   request slot from its page (bounded by the slot count); but the
+//!   sentry, which this model assumes may be taken over, writes that page
+//!   and posts the requests. The factory confines itself before the first
+//!   one ([`factory`]): its own empty root, its own descriptors only, the
+//!   sentry's unprivileged ids, no capability, `PR_SET_NO_NEW_PRIVS`, and a
+//!   filter that allows its own calls and a new stub's set-up only,
+//!   pinned. Every stub inherits that filter beneath its own; it never
+//!   turns a trap of the stub's into a kill, and from the stub's code it
+//!   allows what the stub's control filter allows, no more.
 //! - Not covered: the application can read the host's vsyscall page and
 //!   execute `cpuid`, `rdtsc` and the like natively (it sees the host CPU),
 //!   and the reserved range is refused to it.
@@ -196,6 +206,11 @@ struct Shared {
     base: *mut u8,
     control: OwnedFd,
     factory_request: OwnedFd,
+    /// The reply sequence before the factory's first reply, which says
+    /// how its set-up went.
+    factory_setup_seq: u32,
+    /// That reply came, and said the factory is confined.
+    factory_ready: AtomicBool,
     acks: Vec<OwnedFd>,
     free_slots: Mutex<Vec<usize>>,
     retired_counts: Mutex<ExitCounts>,
@@ -240,6 +255,26 @@ fn errno() -> rustix::io::Errno {
 impl Shared {
     fn page(&self) -> control::FactoryPage {
         control::FactoryPage(self.base)
+    }
+
+    /// Waits, the first time, for the factory to have confined itself
+    /// (it does so while the sentry goes on setting up); an error if it
+    /// could not, every time. Called with the factory's request lock.
+    fn factory_confined(&self) -> Result<(), PlatformError> {
+        if self.factory_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let page = self.page();
+        let kept = factory::setup_outcome(page.wait_reply(self.factory_setup_seq), page.setup_kept())
+            .map_err(PlatformError::Unavailable)?;
+        if kept & factory::KEPT_ROOT != 0 {
+            tracing::debug!("the stub factory keeps the sentry's root: the host refused it a root of its own");
+        }
+        if kept & factory::KEPT_IDS != 0 {
+            tracing::debug!("the stub factory keeps root's ids: the host refused to change them");
+        }
+        self.factory_ready.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Waits until the ack eventfd of `slot` is written; true if the stub
@@ -343,6 +378,7 @@ impl TrapPlatform {
             request: request.as_raw_fd(),
             acks: acks.iter().map(|a| a.as_raw_fd()).collect::<Vec<RawFd>>(),
         };
+        let factory_setup_seq = control::FactoryPage(base.cast()).reply_seq();
         factory::spawn(&fds, base.cast(), unprivileged_id).map_err(|e| {
             PlatformError::host(
                 "fork stub factory",
@@ -355,6 +391,8 @@ impl TrapPlatform {
                 base: base.cast(),
                 control,
                 factory_request: request,
+                factory_setup_seq,
+                factory_ready: AtomicBool::new(false),
                 acks,
                 free_slots: Mutex::new((0..control::MAX_STUBS).rev().collect()),
                 retired_counts: Mutex::new(ExitCounts::default()),
@@ -447,6 +485,11 @@ impl Stub {
             // The factory takes one request at a time; the slot lock
             // serialises them.
             let _one = shared.free_slots.lock().unwrap();
+            if let Err(e) = shared.factory_confined() {
+                drop(_one);
+                shared.free_slots.lock().unwrap().push(slot);
+                return Err(e);
+            }
             control::slot_u32(shared.base, slot, stub::REQ_SEQ).store(0, Ordering::Release);
             control::slot_u64(shared.base, slot, stub::REQ_ONE).store(1, Ordering::Release);
             shared.drain_ack(slot);
