@@ -552,10 +552,10 @@ fn serve(served: &Served, conn: OwnedFd) {
             }
             Request::CreateContainer { container } => served.create_container(&conn, container, fds),
             Request::StartContainer { id } => {
-                let joined = served.joined.lock().unwrap();
-                match joined.by_id.get(&id) {
-                    Some(c) => {
-                        c.start.open(true);
+                let start = served.joined.lock().unwrap().by_id.get(&id).map(|c| c.start.clone());
+                match start {
+                    Some(start) => {
+                        start.open(true);
                         reply(&Reply::Done)
                     }
                     None => reply(&refusal(format!("no container {id} in the sandbox"))),
@@ -673,7 +673,10 @@ impl Served {
         start: Option<GateOpener>,
     ) -> std::io::Result<crate::task::ExitStatus> {
         let pid = started.process.tgid;
-        send_frame(conn.as_fd(), &Reply::Started { pid }, &[])?;
+        // Sent or not, the process is watched and waited for: a runtime
+        // gone already makes the watch kill it (and end its wait for a
+        // start), so that it is reaped rather than left waiting.
+        let _ = send_frame(conn.as_fd(), &Reply::Started { pid }, &[]);
         let watch = ExecWatch::start(self.kernel.clone(), self.uid, conn, started.process.clone(), start);
         let status = started.wait(&self.kernel);
         watch.stop();
